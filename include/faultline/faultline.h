@@ -1,0 +1,72 @@
+/*
+ * faultline: a crash reporter for Linux processes.
+ *
+ * Preloaded (LD_PRELOAD=libfaultline.so) the library installs itself from a
+ * constructor, configured by FAULTLINE_* environment variables. Linked into a
+ * program, call faultline_install() early in main():
+ *
+ *   faultline_options opts;
+ *   faultline_options_init(&opts);          // defaults, then FAULTLINE_* env
+ *   opts.report_dir = "/var/crash/myserver";
+ *   if (faultline_install(&opts) != 0) { ... the program still runs ... }
+ *
+ * On SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT or SIGTRAP a JSON report
+ * (schema "faultline/1") is written to the report directory, a short summary
+ * goes to stderr, and the signal is handed on so the process dies as it would
+ * have without faultline (same exit status, same core dump).
+ *
+ * Every function here is for normal program context, not for signal handlers,
+ * unless its comment says otherwise.
+ */
+#ifndef FAULTLINE_FAULTLINE_H_
+#define FAULTLINE_FAULTLINE_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FAULTLINE_API __attribute__((visibility("default")))
+
+/* Options of faultline_install(). Initialise with faultline_options_init(). */
+typedef struct faultline_options {
+  /* Directory for reports; NULL or "" means the current directory. The
+   * directory is opened once at install; reports are created relative to it. */
+  const char* report_dir;
+  /* Bit (1u << signo) for each fatal signal to handle. */
+  unsigned long long signals;
+  /* 1: print a faulthandler-style summary to stderr before the report. */
+  int write_stderr;
+  /* Most native frames kept per thread (deeper stacks are counted and cut). */
+  int max_frames;
+  /* Seconds the handler may run before the watchdog ends the process with
+   * the original signal. 0 disables the watchdog. */
+  int watchdog_seconds;
+  /* Size of the crash arena in bytes (mmapped at install). */
+  size_t arena_bytes;
+} faultline_options;
+
+/* Fills *opts with the defaults, then applies the FAULTLINE_* environment
+ * variables. A bad value is reported once on stderr and the default kept. */
+FAULTLINE_API void faultline_options_init(faultline_options* opts);
+
+/* Installs the handlers. Returns 0, or a negative errno value (the program is
+ * never stopped: a failed install leaves the previous handlers in place).
+ * Installing again replaces the options. */
+FAULTLINE_API int faultline_install(const faultline_options* opts);
+
+/* Restores the handlers that were in place before faultline_install(). */
+FAULTLINE_API void faultline_uninstall(void);
+
+/* 1 when faultline's handlers are installed. */
+FAULTLINE_API int faultline_installed(void);
+
+/* The library's version, "MAJOR.MINOR.PATCH". */
+FAULTLINE_API const char* faultline_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FAULTLINE_FAULTLINE_H_ */

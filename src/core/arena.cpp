@@ -1,0 +1,49 @@
+#include "core/arena.h"
+
+#include <sys/mman.h>
+
+#include "core/str.h"
+
+namespace faultline::core {
+
+bool Arena::init(size_t bytes) {
+  if (base_ && size_ >= bytes) return true;
+  release();
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return false;
+  base_ = static_cast<char*>(p);
+  size_ = bytes;
+  used_ = 0;
+  return true;
+}
+
+void Arena::release() {
+  if (base_) munmap(base_, size_);
+  base_ = nullptr;
+  size_ = used_ = 0;
+}
+
+void* Arena::alloc(size_t n, size_t align) {
+  size_t start = (used_ + align - 1) & ~(align - 1);
+  if (!base_ || start + n > size_ || start + n < start) {
+    exhausted_ = true;
+    return nullptr;
+  }
+  char* p = base_ + start;
+  // The arena may hold a previous dump's data: zero what we hand out.
+  for (size_t i = 0; i < n; ++i) p[i] = 0;
+  used_ = start + n;
+  return p;
+}
+
+const char* Arena::dup(const char* s, size_t max) {
+  size_t n = str_nlen(s, max);
+  char* p = static_cast<char*>(alloc(n + 1, 1));
+  if (!p) return nullptr;
+  for (size_t i = 0; i < n; ++i) p[i] = s[i];
+  p[n] = '\0';
+  return p;
+}
+
+}  // namespace faultline::core

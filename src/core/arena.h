@@ -1,0 +1,44 @@
+// Arena: the crash path's only memory. One anonymous mapping made at install;
+// at crash time it is handed out by bumping a pointer and never freed. Sized
+// so that a report of many threads fits (see kDefaultArenaBytes).
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace faultline::core {
+
+// 16 MiB: room for 256 threads x 256 native frames with symbol names, the
+// module table, the Python frames and the output buffer, with slack. It is
+// reserved address space; untouched pages cost no memory.
+constexpr size_t kDefaultArenaBytes = 16u << 20;
+
+class Arena {
+ public:
+  // Install time (mmap). Returns false on failure.
+  bool init(size_t bytes);
+  void release();
+  // Async-signal-safe. Returns zeroed memory or nullptr when exhausted.
+  void* alloc(size_t n, size_t align = 16);
+  template <typename T>
+  T* alloc_array(size_t count) {
+    return static_cast<T*>(alloc(sizeof(T) * count, alignof(T)));
+  }
+  // Copies a string into the arena (truncated to max bytes, terminated).
+  const char* dup(const char* s, size_t max);
+  void reset() { used_ = 0; }
+  size_t used() const { return used_; }
+  size_t capacity() const { return size_; }
+  bool exhausted() const { return exhausted_; }
+
+ private:
+  // No initialisers: the arena lives in a zero-initialised global that must
+  // not have a dynamic constructor (it could run after the preload
+  // constructor and wipe the installed state).
+  char* base_;
+  size_t size_;
+  size_t used_;
+  bool exhausted_;
+};
+
+}  // namespace faultline::core

@@ -1,0 +1,76 @@
+// The crash path's state: everything prepared at install and everything
+// captured at crash time. One global instance (g_crash), set up by install.cpp
+// in normal context and used by the handler.
+#pragma once
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/capture.h"
+#include "core/modules.h"
+#include "core/python.h"
+
+namespace faultline::core {
+
+// Prepared at install, read-only in the handler.
+struct Config {
+  char dir[4096];  // absolute report directory (for messages)
+  int dir_fd;      // O_DIRECTORY fd, -1 if it could not be opened
+  int dir_errno;   // why not
+  bool write_stderr;
+  uint64_t signals;  // bit per signal
+  int max_frames;
+  int watchdog_seconds;
+  size_t arena_bytes;
+  // Process facts gathered at install.
+  char argv[8192];  // NUL-separated
+  int argv_len;
+  int64_t start_sec, start_nsec;
+};
+
+constexpr int kMaxThreads = 512;
+constexpr int kMaxModules = 2048;
+
+// Filled at crash time.
+struct Capture {
+  const char* kind;  // "crash"
+  int signo;
+  siginfo_t info;
+  ucontext_t uc;
+  bool have_uc;
+  pid_t pid, tid;
+  int64_t time_sec, time_nsec;
+  uint64_t start_ns;  // monotonic at handler entry
+  ModuleTable modules;
+  ThreadCapture* threads;
+  int nthreads;
+  PythonCapture python;
+  CaptureErrors errors;
+  // Diagnosis (computed after capture).
+  char summary[512];
+  const char* category;
+  char signature[17];
+};
+
+struct CrashState {
+  Config config;
+  Arena arena;
+  Capture* capture;  // in the arena
+  struct sigaction previous[65];
+  bool handled[65];
+  bool installed;
+};
+
+extern CrashState g_crash;
+
+// handler.cpp
+void crash_signal_handler(int signo, siginfo_t* info, void* ucontext);
+
+// report.cpp: the diagnosis, and the two outputs.
+void diagnose(Capture* c);
+// Writes the JSON report to fd through a buffer from the arena.
+bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err);
+void write_stderr_summary(const Capture& c, const Config& cfg);
+
+}  // namespace faultline::core

@@ -1,0 +1,239 @@
+#include "core/elf_symbols.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <unistd.h>
+
+#include "core/safe_read.h"
+#include "core/str.h"
+
+namespace faultline::core {
+namespace {
+
+// Mangled C++ names can be long; 1 KiB keeps all but template monsters whole.
+constexpr size_t kMaxSymbolName = 1024;
+
+// Where a module's ELF bytes come from: its file, or its image in memory.
+struct ElfSource {
+  int fd = -1;
+  uintptr_t mem = 0;  // vDSO: the loaded image holds the whole file
+  bool read(void* dst, uint64_t off, size_t n) const {
+    if (fd >= 0) {
+      char* out = static_cast<char*>(dst);
+      while (n > 0) {
+        ssize_t r = pread(fd, out, n, static_cast<off_t>(off));
+        if (r <= 0) return false;
+        out += r;
+        off += static_cast<uint64_t>(r);
+        n -= static_cast<size_t>(r);
+      }
+      return true;
+    }
+    return mem && safe_read(dst, mem + off, n);
+  }
+};
+
+struct SymTab {
+  uint64_t sym_off, sym_size, str_off, str_size;
+};
+
+// Finds .symtab and .dynsym (with their string tables). Returns the count.
+int find_symtabs(const ElfSource& src, SymTab out[2]) {
+  ElfW(Ehdr) eh;
+  if (!src.read(&eh, 0, sizeof eh)) return -1;
+  if (eh.e_ident[EI_MAG0] != ELFMAG0 || eh.e_ident[EI_MAG1] != ELFMAG1 ||
+      eh.e_ident[EI_MAG2] != ELFMAG2 || eh.e_ident[EI_MAG3] != ELFMAG3 ||
+      eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(ElfW(Shdr))) {
+    return -1;
+  }
+  int found = 0;
+  // .symtab first: it is a superset of .dynsym when present.
+  static const uint32_t kWanted[] = {SHT_SYMTAB, SHT_DYNSYM};
+  for (uint32_t want : kWanted) {
+    for (unsigned i = 0; i < eh.e_shnum && i < 65536; ++i) {
+      ElfW(Shdr) sh;
+      if (!src.read(&sh, eh.e_shoff + i * sizeof sh, sizeof sh)) return found;
+      if (sh.sh_type != want || sh.sh_entsize != sizeof(ElfW(Sym))) continue;
+      ElfW(Shdr) strsh;
+      if (sh.sh_link >= eh.e_shnum ||
+          !src.read(&strsh, eh.e_shoff + sh.sh_link * sizeof strsh, sizeof strsh)) {
+        continue;
+      }
+      out[found++] = {sh.sh_offset, sh.sh_size, strsh.sh_offset, strsh.sh_size};
+      break;
+    }
+  }
+  return found;
+}
+
+bool is_code_symbol(const ElfW(Sym) & s) {
+  int type = ELF64_ST_TYPE(s.st_info);
+  return s.st_shndx != SHN_UNDEF && s.st_value != 0 &&
+         (type == STT_FUNC || type == STT_GNU_IFUNC || (type == STT_NOTYPE && s.st_size > 0));
+}
+
+struct Best {
+  uint64_t value;
+  uint64_t size;
+  uint32_t name;
+  int table;   // -1: none
+  bool exact;  // pc inside [value, value+size)
+};
+
+// Symbols are read 256 at a time (6 KiB of stack).
+constexpr size_t kSymChunk = 256;
+
+void scan_table(const ElfSource& src, const SymTab& t, int table_index, const uint64_t* addrs,
+                Best* best, int n) {
+  ElfW(Sym) syms[kSymChunk];
+  uint64_t count = t.sym_size / sizeof(ElfW(Sym));
+  for (uint64_t i = 0; i < count; i += kSymChunk) {
+    size_t take = count - i < kSymChunk ? count - i : kSymChunk;
+    if (!src.read(syms, t.sym_off + i * sizeof(ElfW(Sym)), take * sizeof(ElfW(Sym)))) return;
+    for (size_t k = 0; k < take; ++k) {
+      const ElfW(Sym)& s = syms[k];
+      if (!is_code_symbol(s)) continue;
+      for (int f = 0; f < n; ++f) {
+        uint64_t a = addrs[f];
+        if (a < s.st_value) continue;
+        bool inside = s.st_size > 0 && a < s.st_value + s.st_size;
+        Best& b = best[f];
+        // An exact (sized) match beats a nearest-below one; among exact
+        // matches keep the first (.symtab's local names come before aliases).
+        if (inside) {
+          if (!b.exact || (b.table == table_index && s.st_value > b.value)) {
+            b = {s.st_value, s.st_size, s.st_name, table_index, true};
+          }
+        } else if (!b.exact && s.st_size == 0 && (b.table < 0 || s.st_value > b.value)) {
+          b = {s.st_value, 0, s.st_name, table_index, false};
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, Arena* arena,
+                             CaptureErrors* errors) {
+  if (n <= 0) return true;
+  ElfSource src;
+  if (module.is_vdso) {
+    src.mem = module.bias;
+  } else if (module.path && module.path[0]) {
+    src.fd = open(module.path, O_RDONLY | O_CLOEXEC);
+  }
+  if (src.fd < 0 && !src.mem) {
+    errors->add("symbols: a module file could not be opened (frames left unnamed)");
+    return false;
+  }
+  SymTab tabs[2];
+  int ntabs = find_symtabs(src, tabs);
+  if (ntabs <= 0) {
+    if (src.fd >= 0) close(src.fd);
+    return ntabs == 0;  // no symbol tables at all is not an error
+  }
+  // Per-frame scratch: 64 frames at a time keeps the stack use bounded.
+  constexpr int kBatch = 64;
+  for (int start = 0; start < n; start += kBatch) {
+    int m = n - start < kBatch ? n - start : kBatch;
+    uint64_t addrs[kBatch];
+    Best best[kBatch];
+    for (int f = 0; f < m; ++f) {
+      const NativeFrame* fr = frames[start + f];
+      // A return address may be one past a noreturn call: look up pc-1.
+      uintptr_t pc = fr->signal_frame ? fr->pc : fr->pc - 1;
+      addrs[f] = pc - module.bias;
+      best[f] = {0, 0, 0, -1, false};
+    }
+    for (int t = 0; t < ntabs; ++t) {
+      // Stop early when every frame has an exact match from .symtab.
+      bool all_exact = true;
+      for (int f = 0; f < m; ++f) all_exact = all_exact && best[f].exact;
+      if (all_exact) break;
+      scan_table(src, tabs[t], t, addrs, best, m);
+    }
+    for (int f = 0; f < m; ++f) {
+      const Best& b = best[f];
+      if (b.table < 0) continue;
+      const SymTab& t = tabs[b.table];
+      if (b.name >= t.str_size) continue;
+      char name[kMaxSymbolName];
+      size_t want = t.str_size - b.name < sizeof name - 1 ? t.str_size - b.name : sizeof name - 1;
+      // Read in pieces, so a name near the end of the file still works.
+      size_t got = 0;
+      while (got < want) {
+        size_t piece = want - got < 256 ? want - got : 256;
+        if (!src.read(name + got, t.str_off + b.name + got, piece)) break;
+        size_t z = 0;
+        while (z < piece && name[got + z]) ++z;
+        got += z;
+        if (z < piece) break;
+      }
+      name[got] = '\0';
+      if (got == 0) continue;
+      NativeFrame* fr = frames[start + f];
+      fr->symbol = arena->dup(name, got);
+      fr->symbol_offset = (fr->pc - module.bias) - b.value;
+    }
+  }
+  if (src.fd >= 0) close(src.fd);
+  return true;
+}
+
+void symbolize_threads(const ModuleTable& modules, ThreadCapture* threads, int nthreads,
+                       Arena* arena, CaptureErrors* errors) {
+  // Pointers to the frames of one module, gathered across all threads.
+  constexpr int kMaxPerModule = 4096;
+  NativeFrame** group = arena->alloc_array<NativeFrame*>(kMaxPerModule);
+  if (!group) {
+    errors->add("symbols: arena exhausted");
+    return;
+  }
+  for (int mi = 0; mi < modules.count; ++mi) {
+    int n = 0;
+    for (int t = 0; t < nthreads; ++t) {
+      for (int f = 0; f < threads[t].nframes && n < kMaxPerModule; ++f) {
+        if (threads[t].frames[f].module == mi) group[n++] = &threads[t].frames[f];
+      }
+    }
+    if (n) symbolize_module_frames(modules.items[mi], group, n, arena, errors);
+  }
+}
+
+uintptr_t lookup_symbol_address(const Module& module, const char* name) {
+  ElfSource src;
+  if (module.is_vdso || !module.path || !module.path[0]) return 0;
+  src.fd = open(module.path, O_RDONLY | O_CLOEXEC);
+  if (src.fd < 0) return 0;
+  SymTab tabs[2];
+  int ntabs = find_symtabs(src, tabs);
+  size_t name_len = str_len(name);
+  uintptr_t result = 0;
+  ElfW(Sym) syms[kSymChunk];
+  for (int t = ntabs - 1; t >= 0 && !result; --t) {  // .dynsym (smaller) first
+    uint64_t count = tabs[t].sym_size / sizeof(ElfW(Sym));
+    for (uint64_t i = 0; i < count && !result; i += kSymChunk) {
+      size_t take = count - i < kSymChunk ? count - i : kSymChunk;
+      if (!src.read(syms, tabs[t].sym_off + i * sizeof(ElfW(Sym)), take * sizeof(ElfW(Sym)))) {
+        break;
+      }
+      for (size_t k = 0; k < take; ++k) {
+        if (syms[k].st_shndx == SHN_UNDEF || syms[k].st_name >= tabs[t].str_size) continue;
+        char buf[128];
+        if (name_len + 1 > sizeof buf) break;
+        if (!src.read(buf, tabs[t].str_off + syms[k].st_name, name_len + 1)) continue;
+        buf[name_len] = buf[name_len] ? 1 : 0;  // must end exactly there
+        if (buf[name_len] == 0 && str_eq(buf, name)) {
+          result = module.bias + syms[k].st_value;
+          break;
+        }
+      }
+    }
+  }
+  close(src.fd);
+  return result;
+}
+
+}  // namespace faultline::core

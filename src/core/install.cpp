@@ -1,0 +1,264 @@
+// Install time: configuration, preparation and the handlers. Runs in normal
+// program context (the preload constructor or faultline_install()), so it may
+// use getenv and the like; none of it is reachable from the handler.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/crash.h"
+#include "core/python.h"
+#include "core/raw_log.h"
+#include "core/safe_read.h"
+#include "core/signals.h"
+#include "core/str.h"
+#include "core/unwind.h"
+#include "faultline/faultline.h"
+
+#ifndef FAULTLINE_VERSION
+#define FAULTLINE_VERSION "0.0.0"
+#endif
+
+namespace faultline::core {
+namespace {
+
+// 256 KiB alternate stack: the handler keeps its big buffers in static
+// memory, but libunwind and the ELF reader still use tens of KiB.
+constexpr size_t kAltStackBytes = 256u << 10;
+void* g_altstack = nullptr;
+
+constexpr int kDefaultMaxFrames = 256;
+constexpr int kDefaultWatchdogSeconds = 10;
+
+void warn_bad(const char* var, const char* value, const char* why) {
+  raw_log("faultline: ignoring ", var, "=", value);
+  raw_log(" (", why, "); using the default\n");
+}
+
+// Reads an integer variable within [lo, hi]; keeps *out on a bad value.
+void env_int(const char* var, int64_t lo, int64_t hi, int64_t* out) {
+  const char* v = getenv(var);
+  if (!v || !*v) return;
+  int64_t n;
+  if (!parse_int(v, &n)) return warn_bad(var, v, "not a whole number");
+  if (n < lo || n > hi) return warn_bad(var, v, "out of range");
+  *out = n;
+}
+
+void env_bool(const char* var, int* out) {
+  const char* v = getenv(var);
+  if (!v || !*v) return;
+  if (str_eq(v, "1") || str_eq(v, "yes") || str_eq(v, "true") || str_eq(v, "on")) {
+    *out = 1;
+  } else if (str_eq(v, "0") || str_eq(v, "no") || str_eq(v, "false") || str_eq(v, "off")) {
+    *out = 0;
+  } else {
+    warn_bad(var, v, "expected 0 or 1");
+  }
+}
+
+unsigned long long default_signals() {
+  unsigned long long mask = 0;
+  for (int i = 0; i < kFatalSignalCount; ++i) mask |= 1ull << kFatalSignals[i];
+  return mask;
+}
+
+// "SEGV,ABRT" or "SIGSEGV ABRT 7". Unknown names make the whole value bad.
+void env_signals(const char* var, unsigned long long* out) {
+  const char* v = getenv(var);
+  if (!v || !*v) return;
+  unsigned long long mask = 0;
+  char word[32];
+  size_t len = 0;
+  for (const char* p = v;; ++p) {
+    if (*p == ',' || *p == ' ' || *p == '\0') {
+      if (len) {
+        word[len] = '\0';
+        int s = parse_signal(word);
+        if (s <= 0 || s == SIGKILL || s == SIGSTOP) return warn_bad(var, v, "unknown signal");
+        mask |= 1ull << s;
+        len = 0;
+      }
+      if (!*p) break;
+    } else if (len + 1 < sizeof word) {
+      word[len++] = *p;
+    }
+  }
+  if (mask) *out = mask;
+}
+
+void install_altstack() {
+  stack_t current;
+  if (sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_DISABLE) &&
+      current.ss_size >= kAltStackBytes) {
+    return;  // someone already gave this thread a big enough one
+  }
+  if (!g_altstack) {
+    // One guard page below the stack catches an overflow of the handler itself.
+    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    void* p = mmap(nullptr, kAltStackBytes + page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) return;
+    mprotect(p, page, PROT_NONE);
+    g_altstack = static_cast<char*>(p) + page;
+  }
+  stack_t ss = {};
+  ss.ss_sp = g_altstack;
+  ss.ss_size = kAltStackBytes;
+  sigaltstack(&ss, nullptr);
+}
+
+void read_cmdline(Config* cfg) {
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, cfg->argv, sizeof cfg->argv - 1);
+  close(fd);
+  if (n > 0) {
+    cfg->argv_len = static_cast<int>(n);
+    cfg->argv[n] = '\0';
+  }
+}
+
+void open_report_dir(Config* cfg, const char* dir) {
+  if (cfg->dir_fd >= 0) close(cfg->dir_fd);
+  if (!dir || !*dir) dir = ".";
+  cfg->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  cfg->dir_errno = cfg->dir_fd < 0 ? errno : 0;
+  char* real = realpath(dir, nullptr);
+  str_copy(cfg->dir, sizeof cfg->dir, real ? real : dir);
+  free(real);
+  if (cfg->dir_fd < 0) {
+    raw_log("faultline: report directory ", dir, " cannot be opened: ", strerror(cfg->dir_errno));
+    raw_log("; crash reports will go to stderr\n");
+  }
+}
+
+bool g_argv_from_constructor = false;
+
+}  // namespace
+}  // namespace faultline::core
+
+using namespace faultline::core;
+
+extern "C" {
+
+void faultline_options_init(faultline_options* opts) {
+  opts->report_dir = getenv("FAULTLINE_DIR");
+  opts->signals = default_signals();
+  opts->write_stderr = 1;
+  opts->max_frames = kDefaultMaxFrames;
+  opts->watchdog_seconds = kDefaultWatchdogSeconds;
+  opts->arena_bytes = kDefaultArenaBytes;
+  env_signals("FAULTLINE_SIGNALS", &opts->signals);
+  env_bool("FAULTLINE_STDERR", &opts->write_stderr);
+  int64_t v = opts->max_frames;
+  env_int("FAULTLINE_MAX_FRAMES", 1, 10000, &v);
+  opts->max_frames = static_cast<int>(v);
+  v = opts->watchdog_seconds;
+  env_int("FAULTLINE_WATCHDOG", 0, 3600, &v);
+  opts->watchdog_seconds = static_cast<int>(v);
+  v = static_cast<int64_t>(opts->arena_bytes >> 20);
+  env_int("FAULTLINE_ARENA_MB", 1, 4096, &v);
+  opts->arena_bytes = static_cast<size_t>(v) << 20;
+}
+
+int faultline_install(const faultline_options* opts) {
+  faultline_options defaults;
+  if (!opts) {
+    faultline_options_init(&defaults);
+    opts = &defaults;
+  }
+  Config* cfg = &g_crash.config;
+  if (!g_crash.installed) cfg->dir_fd = -1;
+  if (!g_crash.arena.init(opts->arena_bytes)) return -ENOMEM;
+  safe_read_init();
+  modules_init();
+  unwind_init();
+  python_init(nullptr);
+  open_report_dir(cfg, opts->report_dir);
+  cfg->write_stderr = opts->write_stderr != 0;
+  cfg->max_frames = opts->max_frames > 0 ? opts->max_frames : kDefaultMaxFrames;
+  cfg->watchdog_seconds = opts->watchdog_seconds;
+  cfg->arena_bytes = opts->arena_bytes;
+  cfg->signals = opts->signals;
+  if (!g_argv_from_constructor) read_cmdline(cfg);
+  if (cfg->start_sec == 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    cfg->start_sec = ts.tv_sec;
+    cfg->start_nsec = ts.tv_nsec;
+  }
+  install_altstack();
+
+  struct sigaction sa = {};
+  sa.sa_sigaction = crash_signal_handler;
+  sigemptyset(&sa.sa_mask);
+  // SA_NODEFER: a fault inside the handler reaches the handler again (which
+  // recovers) instead of killing the process with no report.
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+  for (int s = 1; s < 64; ++s) {
+    bool want = (cfg->signals >> s) & 1;
+    if (want && !g_crash.handled[s]) {
+      if (sigaction(s, &sa, &g_crash.previous[s]) == 0) g_crash.handled[s] = true;
+    } else if (!want && g_crash.handled[s]) {
+      sigaction(s, &g_crash.previous[s], nullptr);
+      g_crash.handled[s] = false;
+    }
+  }
+  g_crash.installed = true;
+  return 0;
+}
+
+void faultline_uninstall(void) {
+  for (int s = 1; s < 64; ++s) {
+    if (g_crash.handled[s]) {
+      sigaction(s, &g_crash.previous[s], nullptr);
+      g_crash.handled[s] = false;
+    }
+  }
+  g_crash.installed = false;
+}
+
+int faultline_installed(void) {
+  return g_crash.installed ? 1 : 0;
+}
+
+const char* faultline_version(void) {
+  return FAULTLINE_VERSION;
+}
+
+}  // extern "C"
+
+namespace {
+
+// True when this library was named in LD_PRELOAD (as opposed to linked).
+bool preloaded() {
+  const char* p = getenv("LD_PRELOAD");
+  return p && strstr(p, "libfaultline") != nullptr;
+}
+
+// The preload entry point. glibc passes (argc, argv, envp) to constructors.
+__attribute__((constructor)) void faultline_preload_init(int argc, char** argv, char**) {
+  if (!preloaded()) return;
+  const char* off = getenv("FAULTLINE_DISABLE");
+  if (off && str_eq(off, "1")) return;
+  Config* cfg = &g_crash.config;
+  int len = 0;
+  for (int i = 0; argv && i < argc; ++i) {
+    size_t n = str_len(argv[i]);
+    if (len + static_cast<int>(n) + 1 > static_cast<int>(sizeof cfg->argv)) break;
+    memcpy(cfg->argv + len, argv[i], n + 1);
+    len += static_cast<int>(n) + 1;
+  }
+  if (argv) {
+    cfg->argv_len = len;
+    faultline::core::g_argv_from_constructor = true;
+  }
+  faultline_install(nullptr);
+}
+
+}  // namespace

@@ -1,0 +1,228 @@
+#include "core/json_writer.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "core/str.h"
+
+namespace faultline::core {
+
+void FdSink::put(const char* s, size_t n) {
+  total_ += n;
+  while (n > 0) {
+    if (len_ == cap_ && !flush()) {
+      len_ = 0;  // keep counting even when writes fail
+    }
+    size_t room = cap_ - len_;
+    size_t take = n < room ? n : room;
+    for (size_t i = 0; i < take; ++i) buf_[len_ + i] = s[i];
+    len_ += take;
+    s += take;
+    n -= take;
+  }
+}
+
+bool FdSink::flush() {
+  size_t off = 0;
+  while (off < len_) {
+    if (fd_ < 0) break;
+    ssize_t w = write(fd_, buf_ + off, len_ - off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      failed_ = true;
+      errno_ = errno;
+      break;
+    }
+    if (w == 0) {
+      failed_ = true;
+      errno_ = ENOSPC;
+      break;
+    }
+    off += static_cast<size_t>(w);
+  }
+  len_ = 0;
+  return !failed_;
+}
+
+void JsonWriter::before_value() {
+  if (after_key_) {
+    after_key_ = false;
+    return;
+  }
+  if (depth_ > 0 && depth_ <= kMaxDepth) {
+    if (need_comma_[depth_ - 1]) sink_->put(',');
+    need_comma_[depth_ - 1] = true;
+  }
+}
+
+void JsonWriter::begin_object() {
+  before_value();
+  sink_->put('{');
+  if (depth_ < kMaxDepth) need_comma_[depth_] = false;
+  ++depth_;
+}
+
+void JsonWriter::end_object() {
+  sink_->put('}');
+  if (depth_ > 0) --depth_;
+}
+
+void JsonWriter::begin_array() {
+  before_value();
+  sink_->put('[');
+  if (depth_ < kMaxDepth) need_comma_[depth_] = false;
+  ++depth_;
+}
+
+void JsonWriter::end_array() {
+  sink_->put(']');
+  if (depth_ > 0) --depth_;
+}
+
+void JsonWriter::key(const char* k) {
+  before_value();
+  sink_->put('"');
+  escape_to(sink_, k, str_len(k));
+  sink_->put("\":", 2);
+  after_key_ = true;
+}
+
+// Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid.
+static size_t utf8_seq_len(const unsigned char* s, size_t n) {
+  unsigned char c = s[0];
+  size_t len;
+  uint32_t min;
+  if (c < 0x80) return 1;
+  if ((c & 0xe0) == 0xc0) {
+    len = 2, min = 0x80;
+  } else if ((c & 0xf0) == 0xe0) {
+    len = 3, min = 0x800;
+  } else if ((c & 0xf8) == 0xf0) {
+    len = 4, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (len > n) return 0;
+  uint32_t cp = c & (0x7f >> len);
+  for (size_t i = 1; i < len; ++i) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (s[i] & 0x3f);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return len;
+}
+
+bool JsonWriter::escape_to(FdSink* sink, const char* s, size_t n) {
+  static const char kHex[] = "0123456789abcdef";
+  bool valid = true;
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(s);
+  size_t i = 0;
+  while (i < n) {
+    unsigned char c = p[i];
+    if (c == '"' || c == '\\') {
+      char esc[2] = {'\\', static_cast<char>(c)};
+      sink->put(esc, 2);
+      ++i;
+    } else if (c < 0x20 || c == 0x7f) {
+      char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
+      switch (c) {
+        case '\n':
+          sink->put("\\n", 2);
+          break;
+        case '\t':
+          sink->put("\\t", 2);
+          break;
+        case '\r':
+          sink->put("\\r", 2);
+          break;
+        default:
+          sink->put(esc, 6);
+      }
+      ++i;
+    } else if (c < 0x80) {
+      sink->put(static_cast<char>(c));
+      ++i;
+    } else {
+      size_t len = utf8_seq_len(p + i, n - i);
+      if (len == 0) {
+        sink->put("\xef\xbf\xbd", 3);  // U+FFFD
+        valid = false;
+        ++i;
+      } else {
+        sink->put(s + i, len);
+        i += len;
+      }
+    }
+  }
+  return valid;
+}
+
+void JsonWriter::str(const char* s) {
+  if (!s) return null();
+  str_n(s, str_len(s));
+}
+
+void JsonWriter::str_n(const char* s, size_t n) {
+  before_value();
+  sink_->put('"');
+  escape_to(sink_, s, n);
+  sink_->put('"');
+}
+
+void JsonWriter::str_exact(const char* k, const char* v, size_t n) {
+  key(k);
+  before_value();
+  sink_->put('"');
+  bool valid = escape_to(sink_, v, n);
+  sink_->put('"');
+  if (!valid) {
+    char name[64];
+    StrBuf b(name, sizeof name);
+    b.add(k).add("_hex");
+    key(name);
+    before_value();
+    sink_->put('"');
+    char hex[64];
+    for (size_t i = 0; i < n; i += 16) {
+      size_t chunk = n - i < 16 ? n - i : 16;
+      sink_->put(hex, fmt_hex_bytes(hex, reinterpret_cast<const uint8_t*>(v) + i, chunk));
+    }
+    sink_->put('"');
+  }
+}
+
+void JsonWriter::num(int64_t v) {
+  before_value();
+  char tmp[24];
+  sink_->put(tmp, fmt_sdec(tmp, v));
+}
+
+void JsonWriter::unum(uint64_t v) {
+  before_value();
+  char tmp[24];
+  sink_->put(tmp, fmt_dec(tmp, v));
+}
+
+void JsonWriter::hex(uint64_t v) {
+  before_value();
+  char tmp[24];
+  sink_->put('"');
+  sink_->put(tmp, fmt_hex(tmp, v));
+  sink_->put('"');
+}
+
+void JsonWriter::boolean(bool v) {
+  before_value();
+  if (v) {
+    sink_->put("true", 4);
+  } else {
+    sink_->put("false", 5);
+  }
+}
+
+void JsonWriter::null() {
+  before_value();
+  sink_->put("null", 4);
+}
+
+}  // namespace faultline::core

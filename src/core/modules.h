@@ -1,0 +1,29 @@
+// The loaded modules, found without the loader's lock: walk _r_debug's link
+// map (never dl_iterate_phdr or dladdr, which take the loader lock), read each
+// module's program headers and build-id note from its loaded image through the
+// SafeReader. Async-signal-safe.
+#pragma once
+
+#include "core/arena.h"
+#include "core/capture.h"
+
+namespace faultline::core {
+
+struct ModuleTable {
+  Module* items;
+  int count;
+  int capacity;
+  bool truncated;
+};
+
+// Fills `table` (capacity preset) from the link map. Returns false if the
+// link map could not be read at all.
+bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors);
+
+// Index of the module containing pc, or -1.
+int find_module(const ModuleTable& table, uintptr_t pc);
+
+// Install-time: remembers the main executable's path (the link map names it "").
+void modules_init();
+
+}  // namespace faultline::core

@@ -1,0 +1,47 @@
+// The CPython walker's interface to the rest of the crash path.
+//
+// capture_python() finds the interpreter runtime (_PyRuntime) in the process
+// without calling into Python and without dlsym, walks every interpreter and
+// thread state through the SafeReader, and records each thread's Python
+// frames, innermost first. It is async-signal-safe: no heap, no locks, every
+// foreign pointer read through safe_read(), every loop bounded.
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/arena.h"
+#include "core/capture.h"
+#include "core/modules.h"
+
+namespace faultline::core {
+
+struct PyThread {
+  pid_t native_tid;    // 0 if unknown
+  uint64_t thread_id;  // PyThreadState.thread_id (pthread_t)
+  bool holds_gil;
+  int nframes;        // frames kept
+  int frames_total;   // frames seen
+  PyFrame* frames;    // innermost first
+  const char* error;  // why the walk of this thread ended early, or nullptr
+};
+
+struct PythonCapture {
+  bool present;      // a CPython runtime was found
+  char version[24];  // "3.11.7"
+  uint32_t hexversion;
+  uintptr_t runtime;  // address of _PyRuntime
+  int nthreads;
+  int threads_total;
+  PyThread* threads;
+};
+
+// Install-time: locate the runtime if Python is already loaded, and prepare
+// anything the walker needs (layouts, offsets). Safe to call more than once.
+void python_init(const ModuleTable* modules_or_null);
+
+// Crash time. max_frames bounds each thread's frames; max_threads the threads.
+void capture_python(const ModuleTable& modules, Arena* arena, PythonCapture* out, int max_threads,
+                    int max_frames, CaptureErrors* errors);
+
+}  // namespace faultline::core

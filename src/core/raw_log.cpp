@@ -1,0 +1,43 @@
+#include "core/raw_log.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "core/str.h"
+
+namespace faultline::core {
+
+void raw_write_n(int fd, const char* s, unsigned long n) {
+  int saved = errno;
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    s += w;
+    n -= static_cast<unsigned long>(w);
+  }
+  errno = saved;
+}
+
+void raw_write(int fd, const char* s) {
+  raw_write_n(fd, s, str_len(s));
+}
+
+void raw_write_dec(int fd, int64_t v) {
+  char b[24];
+  raw_write_n(fd, b, fmt_sdec(b, v));
+}
+
+void raw_write_hex(int fd, uint64_t v) {
+  char b[24];
+  raw_write_n(fd, b, fmt_hex(b, v));
+}
+
+void raw_log(const char* a, const char* b, const char* c, const char* d) {
+  const char* parts[] = {a, b, c, d};
+  for (const char* s : parts) {
+    if (s) raw_write(2, s);
+  }
+}
+
+}  // namespace faultline::core

@@ -1,0 +1,17 @@
+// Raw, signal-safe logging to a file descriptor (stderr by default). The crash
+// path's only way to print: write(2) of pieces, no formatting library.
+#pragma once
+
+#include <stdint.h>
+
+namespace faultline::core {
+
+void raw_write(int fd, const char* s);
+void raw_write_n(int fd, const char* s, unsigned long n);
+void raw_write_dec(int fd, int64_t v);
+void raw_write_hex(int fd, uint64_t v);
+// Writes each non-null piece in order, to stderr.
+void raw_log(const char* a, const char* b = nullptr, const char* c = nullptr,
+             const char* d = nullptr);
+
+}  // namespace faultline::core

@@ -1,0 +1,485 @@
+// Writing what was captured: the diagnosis line, the JSON report and the
+// faulthandler-style stderr summary. Async-signal-safe (arena + write(2)).
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/crash.h"
+#include "core/json_writer.h"
+#include "core/raw_log.h"
+#include "core/safe_read.h"
+#include "core/signals.h"
+#include "core/str.h"
+#include "core/time_fmt.h"
+
+#ifndef FAULTLINE_VERSION
+#define FAULTLINE_VERSION "0.0.0"
+#endif
+
+namespace faultline::core {
+namespace {
+
+const char* unwinder_name(Unwinder u) {
+  switch (u) {
+    case Unwinder::kLibunwind:
+      return "libunwind";
+    case Unwinder::kFramePointer:
+      return "frame-pointer";
+    case Unwinder::kLibunwindThenFp:
+      return "libunwind+frame-pointer";
+    case Unwinder::kNone:
+      break;
+  }
+  return "none";
+}
+
+bool has_fault_address(int signo, int code) {
+  if (signal_sent_by_process(code)) return false;
+  return signo == SIGSEGV || signo == SIGBUS || signo == SIGILL || signo == SIGFPE ||
+         signo == SIGTRAP;
+}
+
+const ThreadCapture* crashed_thread(const Capture& c) {
+  for (int i = 0; i < c.nthreads; ++i) {
+    if (c.threads[i].crashed) return &c.threads[i];
+  }
+  return nullptr;
+}
+
+const PyThread* python_thread_for(const Capture& c, pid_t tid) {
+  if (!c.python.present) return nullptr;
+  for (int i = 0; i < c.python.nthreads; ++i) {
+    if (c.python.threads[i].native_tid == tid) return &c.python.threads[i];
+  }
+  return nullptr;
+}
+
+// 64-bit FNV-1a, for the crash signature.
+struct Fnv {
+  uint64_t h = 1469598103934665603ull;
+  void add(const char* s) {
+    for (; s && *s; ++s) {
+      h ^= static_cast<unsigned char>(*s);
+      h *= 1099511628211ull;
+    }
+    h ^= 0xff;  // separator
+    h *= 1099511628211ull;
+  }
+};
+
+// The first frame worth naming in a summary: skip libc's abort/raise
+// machinery so an abort is attributed to its caller.
+bool is_signal_machinery(const char* sym) {
+  static const char* const kNames[] = {"raise",
+                                       "abort",
+                                       "__pthread_kill_implementation",
+                                       "__pthread_kill_internal",
+                                       "pthread_kill",
+                                       "gsignal",
+                                       "__GI_raise",
+                                       "__GI_abort"};
+  if (!sym) return false;
+  for (const char* n : kNames) {
+    if (str_eq(sym, n)) return true;
+  }
+  return false;
+}
+
+void write_frame_name(StrBuf* b, const Capture& c, const NativeFrame& f) {
+  if (f.module >= 0) {
+    b->add(path_basename(c.modules.items[f.module].path)).add("!");
+  } else {
+    b->add("?!");
+  }
+  if (f.symbol) {
+    b->add(f.symbol);
+  } else {
+    b->add_hex(f.pc);
+  }
+}
+
+}  // namespace
+
+void diagnose(Capture* c) {
+  const SignalInfo* si = find_signal(c->signo);
+  const SignalCodeInfo* code = find_signal_code(c->signo, c->info.si_code);
+  uintptr_t addr = reinterpret_cast<uintptr_t>(c->info.si_addr);
+  const ThreadCapture* t = crashed_thread(*c);
+  uintptr_t sp = c->have_uc ? static_cast<uintptr_t>(c->uc.uc_mcontext.gregs[REG_RSP]) : 0;
+  uintptr_t pc = c->have_uc ? static_cast<uintptr_t>(c->uc.uc_mcontext.gregs[REG_RIP]) : 0;
+  bool fault = has_fault_address(c->signo, c->info.si_code);
+
+  c->category = "crash";
+  if (c->signo == SIGSEGV || c->signo == SIGBUS) {
+    uintptr_t dist = addr > sp ? addr - sp : sp - addr;
+    if (fault && pc == addr && pc != 0) {
+      c->category = "bad-jump";
+    } else if (fault && addr < 4096) {
+      c->category = "null-deref";
+    } else if (fault && sp && dist < 65536 && c->signo == SIGSEGV) {
+      c->category = "stack-overflow";
+    } else {
+      c->category = c->signo == SIGBUS ? "bus-error" : "memory-access";
+    }
+  } else if (c->signo == SIGABRT) {
+    c->category = "abort";
+  } else if (c->signo == SIGFPE) {
+    c->category = c->info.si_code == FPE_INTDIV ? "divide-by-zero" : "arithmetic";
+  } else if (c->signo == SIGILL) {
+    c->category = "illegal-instruction";
+  } else if (c->signo == SIGTRAP) {
+    c->category = "breakpoint";
+  }
+
+  // The first native frame outside the signal machinery names the place.
+  const NativeFrame* where = nullptr;
+  for (int i = 0; t && i < t->nframes; ++i) {
+    if (!is_signal_machinery(t->frames[i].symbol)) {
+      where = &t->frames[i];
+      break;
+    }
+  }
+  // The innermost Python frame of the crashed thread, if any.
+  const PyThread* py = t ? python_thread_for(*c, t->tid) : nullptr;
+  const PyFrame* pyf = (py && py->nframes > 0) ? &py->frames[0] : nullptr;
+
+  StrBuf b(c->summary, sizeof c->summary);
+  b.add(si ? si->name : "signal");
+  if (code) b.add(" (").add(code->description);
+  if (fault) {
+    b.add(code ? " at " : " (at ").add_hex(addr);
+  }
+  if (code || fault) b.add(")");
+  if (where) {
+    b.add(" in ");
+    write_frame_name(&b, *c, *where);
+  }
+  if (pyf) {
+    b.add(" while running ").add(pyf->function ? pyf->function : "?").add(" at ");
+    b.add(path_basename(pyf->file ? pyf->file : "?")).add(":").add_dec(pyf->line);
+  }
+
+  // Signature: signal, category and the top frames' names (never addresses).
+  Fnv h;
+  h.add(si ? si->name : "?");
+  h.add(c->category);
+  int used = 0;
+  for (int i = 0; t && i < t->nframes && used < 6; ++i) {
+    const NativeFrame& f = t->frames[i];
+    if (is_signal_machinery(f.symbol)) continue;
+    h.add(f.module >= 0 ? path_basename(c->modules.items[f.module].path) : "?");
+    h.add(f.symbol ? f.symbol : "?");
+    ++used;
+  }
+  for (int i = 0; py && i < py->nframes && i < 4; ++i) {
+    h.add(path_basename(py->frames[i].file));
+    h.add(py->frames[i].function);
+  }
+  fmt_hex_bytes(c->signature, reinterpret_cast<const uint8_t*>(&h.h), 8);
+  c->signature[16] = '\0';
+}
+
+namespace {
+
+void write_registers(JsonWriter& w, const ucontext_t& uc) {
+  struct Reg {
+    const char* name;
+    int index;
+  };
+  static const Reg kRegs[] = {
+      {"rax", REG_RAX}, {"rbx", REG_RBX},       {"rcx", REG_RCX},         {"rdx", REG_RDX},
+      {"rsi", REG_RSI}, {"rdi", REG_RDI},       {"rbp", REG_RBP},         {"rsp", REG_RSP},
+      {"r8", REG_R8},   {"r9", REG_R9},         {"r10", REG_R10},         {"r11", REG_R11},
+      {"r12", REG_R12}, {"r13", REG_R13},       {"r14", REG_R14},         {"r15", REG_R15},
+      {"rip", REG_RIP}, {"eflags", REG_EFL},    {"err", REG_ERR},         {"trapno", REG_TRAPNO},
+      {"cr2", REG_CR2}, {"csgsfs", REG_CSGSFS}, {"oldmask", REG_OLDMASK},
+  };
+  w.key("registers");
+  w.begin_object();
+  for (const Reg& r : kRegs) {
+    w.field_hex(r.name, static_cast<uint64_t>(uc.uc_mcontext.gregs[r.index]));
+  }
+  w.end_object();
+}
+
+void write_native_frame(JsonWriter& w, const Capture& c, const NativeFrame& f) {
+  w.begin_object();
+  w.field_str("kind", "native");
+  const char* origin = "native";
+  if (f.module >= 0) {
+    const char* base = path_basename(c.modules.items[f.module].path);
+    if (str_starts_with(base, "libpython") || str_starts_with(base, "python")) origin = "cpython";
+  }
+  w.field_str("origin", origin);
+  w.field_hex("pc", f.pc);
+  w.field_hex("sp", f.sp);
+  if (f.signal_frame) w.field_bool("signal_frame", true);
+  if (f.module >= 0) {
+    const Module& m = c.modules.items[f.module];
+    w.str_exact("module", m.path, str_len(m.path));
+    w.field_hex("module_offset", f.pc - m.bias);
+  } else {
+    w.key("module");
+    w.null();
+  }
+  if (f.symbol) {
+    w.str_exact("symbol", f.symbol, str_len(f.symbol));
+    w.field_hex("symbol_offset", f.symbol_offset);
+  }
+  w.end_object();
+}
+
+void write_python_frame(JsonWriter& w, const PyFrame& f) {
+  w.begin_object();
+  w.field_str("kind", "python");
+  w.field_str("origin", "python");
+  w.str_exact("file", f.file ? f.file : "", str_len(f.file));
+  w.field_num("line", f.line);
+  w.str_exact("function", f.function ? f.function : "", str_len(f.function));
+  if (f.qualname) w.str_exact("qualname", f.qualname, str_len(f.qualname));
+  w.end_object();
+}
+
+void write_thread(JsonWriter& w, const Capture& c, const ThreadCapture& t) {
+  w.begin_object();
+  w.field_num("tid", t.tid);
+  w.str_exact("name", t.name, str_len(t.name));
+  w.field_bool("crashed", t.crashed);
+  w.field_bool("captured", t.captured);
+  if (t.note) w.field_str("note", t.note);
+  w.field_str("unwinder", unwinder_name(t.unwinder));
+  w.field_num("frames_total", t.frames_total);
+  w.field_bool("frames_truncated", t.frames_total > t.nframes);
+  const PyThread* py = python_thread_for(c, t.tid);
+  if (py) {
+    w.field_bool("holds_gil", py->holds_gil);
+    w.field_num("python_frames_total", py->frames_total);
+    if (py->error) w.field_str("python_error", py->error);
+  }
+  w.key("frames");
+  w.begin_array();
+  for (int i = 0; i < t.nframes; ++i) write_native_frame(w, c, t.frames[i]);
+  // Interleaving native and Python frames is the Python walker's job; until
+  // it proves a merge, Python frames follow the native ones.
+  if (py) {
+    for (int i = 0; i < py->nframes; ++i) write_python_frame(w, py->frames[i]);
+  }
+  w.end_array();
+  if (py) w.field_bool("interleaved", false);
+  if (t.crashed && c.have_uc) write_registers(w, c.uc);
+  w.end_object();
+}
+
+void write_process(JsonWriter& w, const Capture& c, const Config& cfg) {
+  w.key("process");
+  w.begin_object();
+  w.field_num("pid", c.pid);
+  w.field_num("ppid", static_cast<int64_t>(syscall(SYS_getppid)));
+  w.field_num("uid", static_cast<int64_t>(syscall(SYS_getuid)));
+  const char* exe = nullptr;
+  for (int i = 0; i < c.modules.count; ++i) {
+    if (c.modules.items[i].is_main) exe = c.modules.items[i].path;
+  }
+  static char exe_buf[4096];
+  if (!exe) {
+    long n = readlink("/proc/self/exe", exe_buf, sizeof exe_buf - 1);
+    exe_buf[n > 0 ? n : 0] = '\0';
+    exe = exe_buf;
+  }
+  w.str_exact("executable", exe, str_len(exe));
+  w.key("argv");
+  w.begin_array();
+  for (int off = 0; off < cfg.argv_len;) {
+    size_t n = str_nlen(cfg.argv + off, static_cast<size_t>(cfg.argv_len - off));
+    w.str_n(cfg.argv + off, n);
+    off += static_cast<int>(n) + 1;
+  }
+  w.end_array();
+  static char cwd[4096];
+  long n = syscall(SYS_getcwd, cwd, sizeof cwd);
+  if (n > 0) {
+    w.str_exact("cwd", cwd, str_len(cwd));
+  } else {
+    w.key("cwd");
+    w.null();
+  }
+  struct utsname u;
+  if (uname(&u) == 0) {
+    w.field_str("hostname", u.nodename);
+    w.key("os");
+    w.begin_object();
+    w.field_str("sysname", u.sysname);
+    w.field_str("release", u.release);
+    w.field_str("version", u.version);
+    w.field_str("machine", u.machine);
+    w.end_object();
+  }
+  char ts[32];
+  format_iso8601(ts, cfg.start_sec, cfg.start_nsec);
+  w.field_str("start_time", ts);
+  w.end_object();
+}
+
+}  // namespace
+
+// The output buffer is static, not on the (possibly small) signal stack; only
+// the thread that owns the crash writes a report.
+char g_out_buf[16384];
+
+bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err) {
+  FdSink sink(fd, g_out_buf, sizeof g_out_buf);
+  JsonWriter w(&sink);
+  w.begin_object();
+  w.field_str("schema", "faultline/1");
+  w.field_str("kind", c.kind);
+  char ts[32];
+  format_iso8601(ts, c.time_sec, c.time_nsec);
+  w.field_str("timestamp", ts);
+
+  const SignalInfo* si = find_signal(c.signo);
+  const SignalCodeInfo* code = find_signal_code(c.signo, c.info.si_code);
+  w.key("signal");
+  w.begin_object();
+  w.field_num("number", c.signo);
+  w.field_str("name", si ? si->name : "UNKNOWN");
+  w.field_num("code", c.info.si_code);
+  w.field_str("code_name", code ? code->name : "UNKNOWN");
+  char desc[256];
+  StrBuf d(desc, sizeof desc);
+  if (code) {
+    d.add(code->name).add(": ").add(code->description);
+  } else {
+    d.add(si ? si->description : "unknown signal");
+  }
+  w.field_str("description", desc);
+  if (has_fault_address(c.signo, c.info.si_code)) {
+    w.field_hex("fault_address", reinterpret_cast<uintptr_t>(c.info.si_addr));
+  } else {
+    w.key("fault_address");
+    w.null();
+  }
+  if (signal_sent_by_process(c.info.si_code)) {
+    w.field_num("sender_pid", c.info.si_pid);
+    w.field_num("sender_uid", c.info.si_uid);
+  }
+  w.end_object();
+
+  w.key("diagnosis");
+  w.begin_object();
+  w.field_str("summary", c.summary);
+  w.field_str("category", c.category);
+  w.field_str("signature", c.signature);
+  w.end_object();
+
+  write_process(w, c, cfg);
+
+  w.key("python");
+  if (c.python.present) {
+    w.begin_object();
+    w.field_str("version", c.python.version);
+    w.field_str("implementation", "cpython");
+    w.field_hex("runtime", c.python.runtime);
+    w.field_num("threads_total", c.python.threads_total);
+    w.end_object();
+  } else {
+    w.null();
+  }
+
+  w.field_num("crashed_tid", c.tid);
+  w.key("threads");
+  w.begin_array();
+  for (int i = 0; i < c.nthreads; ++i) write_thread(w, c, c.threads[i]);
+  w.end_array();
+
+  w.key("modules");
+  w.begin_array();
+  for (int i = 0; i < c.modules.count; ++i) {
+    const Module& m = c.modules.items[i];
+    w.begin_object();
+    w.str_exact("path", m.path, str_len(m.path));
+    w.field_hex("base", m.base);
+    w.field_hex("size", m.end - m.base);
+    w.field_hex("load_bias", m.bias);
+    char id[72];
+    size_t n = fmt_hex_bytes(id, m.build_id, m.build_id_len);
+    w.key("build_id");
+    w.str_n(id, n);
+    if (m.is_main) w.field_bool("main", true);
+    if (m.is_vdso) w.field_bool("vdso", true);
+    w.end_object();
+  }
+  w.end_array();
+
+  w.key("annotations");
+  w.begin_object();
+  w.end_object();
+  w.key("breadcrumbs");
+  w.begin_array();
+  w.end_array();
+
+  w.key("faultline");
+  w.begin_object();
+  w.field_str("version", FAULTLINE_VERSION);
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  uint64_t now_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + now.tv_nsec;
+  w.key("capture_ns");
+  w.unum(now_ns - c.start_ns);
+  w.field_str("safe_read", safe_read_method_name());
+  w.key("arena_bytes_used");
+  w.unum(g_crash.arena.used());
+  w.key("errors");
+  w.begin_array();
+  for (int i = 0; i < c.errors.count; ++i) w.str(c.errors.items[i]);
+  if (c.modules.truncated) w.str("modules: table full, later modules left out");
+  if (g_crash.arena.exhausted()) w.str("arena: exhausted, some data left out");
+  w.end_array();
+  w.end_object();
+  w.end_object();
+  sink.put('\n');
+  sink.flush();
+  *err = sink.error();
+  return !sink.failed();
+}
+
+void write_stderr_summary(const Capture& c, const Config&) {
+  const SignalInfo* si = find_signal(c.signo);
+  const char* desc = si ? si->description : "Fatal signal";
+  if (c.python.present) {
+    raw_log("Fatal Python error: ", desc, "\n\n");
+  } else {
+    raw_log("faultline: fatal signal: ", desc, "\n\n");
+  }
+  raw_log(c.summary, "\n");
+  const ThreadCapture* t = crashed_thread(c);
+  if (!t) return;
+  raw_log("Current thread ");
+  raw_write_dec(2, t->tid);
+  raw_log(" (most recent call first):\n");
+  const PyThread* py = python_thread_for(c, t->tid);
+  for (int i = 0; py && i < py->nframes; ++i) {
+    const PyFrame& f = py->frames[i];
+    raw_log("  File \"", f.file ? f.file : "???", "\", line ");
+    raw_write_dec(2, f.line);
+    raw_log(" in ", f.function ? f.function : "???", "\n");
+  }
+  int shown = t->nframes < 32 ? t->nframes : 32;
+  for (int i = 0; i < shown; ++i) {
+    const NativeFrame& f = t->frames[i];
+    char line[1200];
+    StrBuf b(line, sizeof line);
+    b.add("  #").add_dec(i).add(" ").add_hex(f.pc).add(" ");
+    write_frame_name(&b, c, f);
+    if (f.symbol) b.add("+").add_hex(f.symbol_offset);
+    b.add("\n");
+    raw_write_n(2, line, b.len());
+  }
+  if (t->frames_total > shown) {
+    raw_log("  ... ");
+    raw_write_dec(2, t->frames_total - shown);
+    raw_log(" more frames in the report\n");
+  }
+}
+
+}  // namespace faultline::core

@@ -1,0 +1,144 @@
+#include "core/safe_read.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+namespace faultline::core {
+namespace {
+
+// Decided at install and on the first denial; read by the handler.
+volatile int g_method = static_cast<int>(SafeReadMethod::kVmReadv);
+int g_pipe[2] = {-1, -1};
+// One pipe is shared: a reader claims it with this flag (never waits on a
+// lock: after a bounded spin it gives up and reports failure).
+volatile int g_pipe_busy = 0;
+// 4 KiB per pipe round trip keeps each write atomic and the pipe never full.
+constexpr size_t kPipeChunk = 4096;
+
+bool read_vm(void* dst, uintptr_t addr, size_t n, int* err) {
+  struct iovec local = {dst, n};
+  struct iovec remote = {reinterpret_cast<void*>(addr), n};
+  long got = syscall(SYS_process_vm_readv, static_cast<long>(syscall(SYS_getpid)), &local, 1UL,
+                     &remote, 1UL, 0UL);
+  if (got < 0) {
+    *err = errno;
+    return false;
+  }
+  *err = 0;
+  return static_cast<size_t>(got) == n;
+}
+
+bool read_pipe(void* dst, uintptr_t addr, size_t n) {
+  if (g_pipe[0] < 0) return false;
+  int spins = 0;
+  while (__atomic_exchange_n(&g_pipe_busy, 1, __ATOMIC_ACQUIRE)) {
+    if (++spins > 1000000) return false;
+  }
+  bool ok = true;
+  char* out = static_cast<char*>(dst);
+  while (n > 0 && ok) {
+    size_t chunk = n < kPipeChunk ? n : kPipeChunk;
+    ssize_t w = write(g_pipe[1], reinterpret_cast<const void*>(addr), chunk);
+    if (w != static_cast<ssize_t>(chunk)) {
+      if (w > 0) {  // drain what went in so the pipe stays empty
+        char sink[kPipeChunk];
+        (void)!read(g_pipe[0], sink, static_cast<size_t>(w));
+      }
+      ok = false;
+      break;
+    }
+    ssize_t r = read(g_pipe[0], out, chunk);
+    if (r != static_cast<ssize_t>(chunk)) ok = false;
+    out += chunk;
+    addr += chunk;
+    n -= chunk;
+  }
+  __atomic_store_n(&g_pipe_busy, 0, __ATOMIC_RELEASE);
+  return ok;
+}
+
+}  // namespace
+
+void safe_read_init() {
+  if (g_pipe[0] < 0) {
+    if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+      g_pipe[0] = g_pipe[1] = -1;
+    }
+  }
+  // Probe once: if process_vm_readv is denied here it will be at crash time.
+  int probe = 0x5afe;
+  int copy = 0;
+  int err = 0;
+  if (!read_vm(&copy, reinterpret_cast<uintptr_t>(&probe), sizeof probe, &err) || copy != probe) {
+    g_method = static_cast<int>(g_pipe[0] >= 0 ? SafeReadMethod::kPipe : SafeReadMethod::kNone);
+  }
+}
+
+void safe_read_force(SafeReadMethod m) {
+  g_method = static_cast<int>(m);
+}
+
+SafeReadMethod safe_read_method() {
+  return static_cast<SafeReadMethod>(g_method);
+}
+
+const char* safe_read_method_name() {
+  switch (safe_read_method()) {
+    case SafeReadMethod::kVmReadv:
+      return "process_vm_readv";
+    case SafeReadMethod::kPipe:
+      return "pipe";
+    case SafeReadMethod::kNone:
+      break;
+  }
+  return "none";
+}
+
+bool safe_read(void* dst, uintptr_t addr, size_t n) {
+  if (n == 0) return true;
+  if (addr == 0 || addr + n < addr) return false;
+  if (g_method == static_cast<int>(SafeReadMethod::kVmReadv)) {
+    int err = 0;
+    if (read_vm(dst, addr, n, &err)) return true;
+    // EFAULT/partial: the memory is bad. Anything else (EPERM from seccomp,
+    // ENOSYS): the method is unusable; switch for good and retry.
+    if (err == EPERM || err == ENOSYS || err == EACCES) {
+      g_method = static_cast<int>(SafeReadMethod::kPipe);
+    } else {
+      return false;
+    }
+  }
+  if (g_method == static_cast<int>(SafeReadMethod::kPipe)) return read_pipe(dst, addr, n);
+  return false;
+}
+
+long safe_read_cstr(char* dst, size_t cap, uintptr_t addr) {
+  if (cap == 0) return -1;
+  size_t len = 0;
+  // Read in small pieces that do not cross a page, so a string that ends just
+  // before an unmapped page is still read.
+  while (len + 1 < cap) {
+    size_t page_left = 4096 - ((addr + len) & 4095);
+    size_t want = cap - 1 - len;
+    if (want > page_left) want = page_left;
+    if (want > 256) want = 256;
+    if (!safe_read(dst + len, addr + len, want)) {
+      if (len == 0) {
+        dst[0] = '\0';
+        return -1;
+      }
+      break;
+    }
+    for (size_t i = 0; i < want; ++i) {
+      if (dst[len + i] == '\0') return static_cast<long>(len + i);
+    }
+    len += want;
+  }
+  dst[len] = '\0';
+  return static_cast<long>(len);
+}
+
+}  // namespace faultline::core

@@ -1,0 +1,41 @@
+// SafeReader: reads memory the crash path does not own without faulting.
+//
+// The heap, the interpreter's structures and other threads' stacks may be
+// corrupt when we run. Every read of memory that is not our own goes through
+// safe_read(), which returns false instead of raising SIGSEGV.
+//
+// Primary method: process_vm_readv(2) on our own pid. Fallback, when seccomp
+// or a kernel without CONFIG_CROSS_MEMORY_ATTACH denies it: write(2) from the
+// address into a pipe opened at install (the kernel returns EFAULT for a bad
+// address), then read it back. Both are plain syscalls: async-signal-safe.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace faultline::core {
+
+enum class SafeReadMethod : int { kVmReadv = 0, kPipe = 1, kNone = 2 };
+
+// Called at install (not signal-safe: creates the pipe). Idempotent.
+void safe_read_init();
+// Forces a method, for tests of the fallback. Install-time only.
+void safe_read_force(SafeReadMethod m);
+SafeReadMethod safe_read_method();
+const char* safe_read_method_name();
+
+// Copies n bytes from addr into dst. True only if all n bytes were read.
+// Async-signal-safe. Concurrent callers are safe (the pipe path serialises
+// through a spin flag and falls back to failure instead of waiting forever).
+bool safe_read(void* dst, uintptr_t addr, size_t n);
+
+template <typename T>
+inline bool safe_read_obj(T* dst, uintptr_t addr) {
+  return safe_read(dst, addr, sizeof(T));
+}
+
+// Reads a NUL-terminated string of at most cap-1 bytes into dst (always
+// terminated). Returns the length read, or -1 if nothing could be read.
+long safe_read_cstr(char* dst, size_t cap, uintptr_t addr);
+
+}  // namespace faultline::core

@@ -1,0 +1,122 @@
+#include "core/signals.h"
+
+#include <signal.h>
+
+#include "core/str.h"
+
+namespace faultline::core {
+
+namespace {
+
+const SignalInfo kSignals[] = {
+    {SIGHUP, "SIGHUP", "Hangup"},
+    {SIGINT, "SIGINT", "Interrupt"},
+    {SIGQUIT, "SIGQUIT", "Quit"},
+    {SIGILL, "SIGILL", "Illegal instruction"},
+    {SIGTRAP, "SIGTRAP", "Trace/breakpoint trap"},
+    {SIGABRT, "SIGABRT", "Aborted"},
+    {SIGBUS, "SIGBUS", "Bus error"},
+    {SIGFPE, "SIGFPE", "Floating-point exception"},
+    {SIGKILL, "SIGKILL", "Killed"},
+    {SIGUSR1, "SIGUSR1", "User defined signal 1"},
+    {SIGSEGV, "SIGSEGV", "Segmentation fault"},
+    {SIGUSR2, "SIGUSR2", "User defined signal 2"},
+    {SIGPIPE, "SIGPIPE", "Broken pipe"},
+    {SIGALRM, "SIGALRM", "Alarm clock"},
+    {SIGTERM, "SIGTERM", "Terminated"},
+    {SIGSTKFLT, "SIGSTKFLT", "Stack fault"},
+    {SIGCHLD, "SIGCHLD", "Child exited"},
+    {SIGCONT, "SIGCONT", "Continued"},
+    {SIGSTOP, "SIGSTOP", "Stopped (signal)"},
+    {SIGTSTP, "SIGTSTP", "Stopped"},
+    {SIGTTIN, "SIGTTIN", "Stopped (tty input)"},
+    {SIGTTOU, "SIGTTOU", "Stopped (tty output)"},
+    {SIGURG, "SIGURG", "Urgent I/O condition"},
+    {SIGXCPU, "SIGXCPU", "CPU time limit exceeded"},
+    {SIGXFSZ, "SIGXFSZ", "File size limit exceeded"},
+    {SIGVTALRM, "SIGVTALRM", "Virtual timer expired"},
+    {SIGPROF, "SIGPROF", "Profiling timer expired"},
+    {SIGWINCH, "SIGWINCH", "Window changed"},
+    {SIGIO, "SIGIO", "I/O possible"},
+    {SIGPWR, "SIGPWR", "Power failure"},
+    {SIGSYS, "SIGSYS", "Bad system call"},
+};
+
+// si_code values. Codes <= 0 (sent by a process) apply to every signal; the
+// positive ones are per signal (see sigaction(2)).
+const SignalCodeInfo kCodes[] = {
+    {0, SI_USER, "SI_USER", "sent by kill or raise"},
+    {0, SI_KERNEL, "SI_KERNEL", "sent by the kernel"},
+    {0, SI_QUEUE, "SI_QUEUE", "sent by sigqueue"},
+    {0, SI_TIMER, "SI_TIMER", "POSIX timer expired"},
+    {0, SI_MESGQ, "SI_MESGQ", "POSIX message queue state changed"},
+    {0, SI_ASYNCIO, "SI_ASYNCIO", "AIO completed"},
+    {0, SI_SIGIO, "SI_SIGIO", "queued SIGIO"},
+    {0, SI_TKILL, "SI_TKILL", "sent by tkill or tgkill"},
+    {SIGILL, ILL_ILLOPC, "ILL_ILLOPC", "illegal opcode"},
+    {SIGILL, ILL_ILLOPN, "ILL_ILLOPN", "illegal operand"},
+    {SIGILL, ILL_ILLADR, "ILL_ILLADR", "illegal addressing mode"},
+    {SIGILL, ILL_ILLTRP, "ILL_ILLTRP", "illegal trap"},
+    {SIGILL, ILL_PRVOPC, "ILL_PRVOPC", "privileged opcode"},
+    {SIGILL, ILL_PRVREG, "ILL_PRVREG", "privileged register"},
+    {SIGILL, ILL_COPROC, "ILL_COPROC", "coprocessor error"},
+    {SIGILL, ILL_BADSTK, "ILL_BADSTK", "internal stack error"},
+    {SIGFPE, FPE_INTDIV, "FPE_INTDIV", "integer divide by zero"},
+    {SIGFPE, FPE_INTOVF, "FPE_INTOVF", "integer overflow"},
+    {SIGFPE, FPE_FLTDIV, "FPE_FLTDIV", "floating-point divide by zero"},
+    {SIGFPE, FPE_FLTOVF, "FPE_FLTOVF", "floating-point overflow"},
+    {SIGFPE, FPE_FLTUND, "FPE_FLTUND", "floating-point underflow"},
+    {SIGFPE, FPE_FLTRES, "FPE_FLTRES", "floating-point inexact result"},
+    {SIGFPE, FPE_FLTINV, "FPE_FLTINV", "floating-point invalid operation"},
+    {SIGFPE, FPE_FLTSUB, "FPE_FLTSUB", "subscript out of range"},
+    {SIGSEGV, SEGV_MAPERR, "SEGV_MAPERR", "address not mapped to object"},
+    {SIGSEGV, SEGV_ACCERR, "SEGV_ACCERR", "invalid permissions for mapped object"},
+    {SIGSEGV, 3, "SEGV_BNDERR", "failed address bound checks"},
+    {SIGSEGV, 4, "SEGV_PKUERR", "access denied by memory protection keys"},
+    {SIGBUS, BUS_ADRALN, "BUS_ADRALN", "invalid address alignment"},
+    {SIGBUS, BUS_ADRERR, "BUS_ADRERR", "nonexistent physical address"},
+    {SIGBUS, BUS_OBJERR, "BUS_OBJERR", "object-specific hardware error"},
+    {SIGBUS, 4, "BUS_MCEERR_AR", "hardware memory error consumed on a machine check"},
+    {SIGBUS, 5, "BUS_MCEERR_AO", "hardware memory error detected, action optional"},
+    {SIGTRAP, TRAP_BRKPT, "TRAP_BRKPT", "process breakpoint"},
+    {SIGTRAP, TRAP_TRACE, "TRAP_TRACE", "process trace trap"},
+    {SIGTRAP, 3, "TRAP_BRANCH", "process taken branch trap"},
+    {SIGTRAP, 4, "TRAP_HWBKPT", "hardware breakpoint or watchpoint"},
+};
+
+}  // namespace
+
+const int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP};
+const int kFatalSignalCount = sizeof kFatalSignals / sizeof kFatalSignals[0];
+
+const SignalInfo* find_signal(int signo) {
+  for (const auto& s : kSignals) {
+    if (s.number == signo) return &s;
+  }
+  return nullptr;
+}
+
+const SignalCodeInfo* find_signal_code(int signo, int code) {
+  for (const auto& c : kCodes) {
+    if (c.code != code) continue;
+    if (code <= 0 ? c.signo == 0 : c.signo == signo) return &c;
+  }
+  // SI_KERNEL (0x80) is positive but signal-independent.
+  if (code == SI_KERNEL) return &kCodes[1];
+  return nullptr;
+}
+
+int parse_signal(const char* s) {
+  int64_t n = 0;
+  if (parse_int(s, &n)) return (n > 0 && n < 65) ? static_cast<int>(n) : 0;
+  for (const auto& sig : kSignals) {
+    if (str_eq(s, sig.name) || str_eq(s, sig.name + 3)) return sig.number;
+  }
+  return 0;
+}
+
+bool signal_sent_by_process(int code) {
+  return code <= 0;
+}
+
+}  // namespace faultline::core
