@@ -36,6 +36,20 @@ struct PythonCapture {
   PyThread* threads;
 };
 
+// One entry of a thread's merged stack: a native frame or a Python frame.
+struct FrameRef {
+  bool python;
+  int index;  // into ThreadCapture::frames or PyThread::frames
+};
+
+// Merges a thread's native and Python frames in call order, innermost first:
+// each native frame of the interpreter's eval loop is preceded by the Python
+// frames it was running. Returns the number of entries written to out (at
+// most cap), or -1 when the merge cannot be proven (then the report keeps
+// both lists and says they were not merged).
+int interleave_frames(const ThreadCapture& native, const PyThread& py, const ModuleTable& modules,
+                      FrameRef* out, int cap);
+
 // Install-time: locate the runtime if Python is already loaded, and prepare
 // anything the walker needs (layouts, offsets). Safe to call more than once.
 void python_init(const ModuleTable* modules_or_null);

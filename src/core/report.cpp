@@ -257,16 +257,32 @@ void write_thread(JsonWriter& w, const Capture& c, const ThreadCapture& t) {
     w.field_num("python_frames_total", py->frames_total);
     if (py->error) w.field_str("python_error", py->error);
   }
+  // Native and Python frames in call order where the walker can prove the
+  // merge; otherwise the native frames, then the Python ones, and
+  // "interleaved": false says so.
+  int merged = -1;
+  FrameRef* refs = nullptr;
+  int cap = t.nframes + (py ? py->nframes : 0);
+  if (py && py->nframes > 0 && t.nframes > 0) {
+    refs = g_crash.arena.alloc_array<FrameRef>(static_cast<size_t>(cap));
+    if (refs) merged = interleave_frames(t, *py, c.modules, refs, cap);
+  }
   w.key("frames");
   w.begin_array();
-  for (int i = 0; i < t.nframes; ++i) write_native_frame(w, c, t.frames[i]);
-  // Interleaving native and Python frames is the Python walker's job; until
-  // it proves a merge, Python frames follow the native ones.
-  if (py) {
-    for (int i = 0; i < py->nframes; ++i) write_python_frame(w, py->frames[i]);
+  if (merged >= 0) {
+    for (int i = 0; i < merged; ++i) {
+      if (refs[i].python) {
+        write_python_frame(w, py->frames[refs[i].index]);
+      } else {
+        write_native_frame(w, c, t.frames[refs[i].index]);
+      }
+    }
+  } else {
+    for (int i = 0; i < t.nframes; ++i) write_native_frame(w, c, t.frames[i]);
+    for (int i = 0; py && i < py->nframes; ++i) write_python_frame(w, py->frames[i]);
   }
   w.end_array();
-  if (py) w.field_bool("interleaved", false);
+  if (py) w.field_bool("interleaved", merged >= 0);
   if (t.crashed && c.have_uc) write_registers(w, c.uc);
   w.end_object();
 }
@@ -390,6 +406,27 @@ bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err) {
   w.key("threads");
   w.begin_array();
   for (int i = 0; i < c.nthreads; ++i) write_thread(w, c, c.threads[i]);
+  // Python threads whose native stack was not captured still get their
+  // Python frames.
+  for (int i = 0; c.python.present && i < c.python.nthreads; ++i) {
+    const PyThread& py = c.python.threads[i];
+    bool seen = false;
+    for (int k = 0; k < c.nthreads && !seen; ++k) seen = c.threads[k].tid == py.native_tid;
+    if (seen) continue;
+    w.begin_object();
+    w.field_num("tid", py.native_tid);
+    w.field_bool("crashed", false);
+    w.field_bool("captured", false);
+    w.field_str("note", "native frames not captured");
+    w.field_bool("holds_gil", py.holds_gil);
+    w.field_num("python_frames_total", py.frames_total);
+    if (py.error) w.field_str("python_error", py.error);
+    w.key("frames");
+    w.begin_array();
+    for (int k = 0; k < py.nframes; ++k) write_python_frame(w, py.frames[k]);
+    w.end_array();
+    w.end_object();
+  }
   w.end_array();
 
   w.key("modules");

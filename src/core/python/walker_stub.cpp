@@ -9,4 +9,8 @@ void capture_python(const ModuleTable&, Arena*, PythonCapture* out, int, int, Ca
   out->present = false;
 }
 
+int interleave_frames(const ThreadCapture&, const PyThread&, const ModuleTable&, FrameRef*, int) {
+  return -1;
+}
+
 }  // namespace faultline::core
