@@ -90,19 +90,27 @@ void disarm_watchdog(int seconds) {
 }
 
 // Hands the signal on: restore the handler that was there before us (or the
-// default) and make the signal happen again. A fault re-executes the faulting
-// instruction on return; a signal sent by a process (abort, kill) would not
-// recur, so it is re-sent to this thread.
+// default) and make the signal happen again where it first happened, so a
+// core file shows the crash and not our handler. A hardware fault recurs by
+// itself when the faulting instruction re-executes on return. A signal that
+// would not recur (sent by a process: abort, kill; or a trap, whose pc is
+// already past the int3) is re-sent to this thread while blocked here, and
+// is delivered when the return restores the interrupted context's mask.
 void chain(int signo, siginfo_t* info) {
   struct sigaction prev = g_crash.previous[signo];
   if (prev.sa_handler == SIG_IGN) {
-    // Fatal signals from faults cannot be ignored: fall to the default.
+    // A synchronous fatal signal cannot be ignored: fall to the default.
     prev.sa_handler = SIG_DFL;
     prev.sa_flags = 0;
   }
   sigaction(signo, &prev, nullptr);
-  if (signal_sent_by_process(info->si_code) || prev.sa_handler == SIG_DFL) {
-    if (prev.sa_handler == SIG_DFL) die_with_default(signo);
+  bool recurs = !signal_sent_by_process(info->si_code) &&
+                (signo == SIGSEGV || signo == SIGBUS || signo == SIGILL || signo == SIGFPE);
+  if (!recurs) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, signo);
+    sigprocmask(SIG_BLOCK, &set, nullptr);
     syscall(SYS_tgkill, sys_getpid(), sys_gettid(), signo);
   }
 }

@@ -86,16 +86,28 @@ bool is_signal_machinery(const char* sym) {
   return false;
 }
 
+// A frame of libc's own signal-raising path (abort -> raise -> pthread_kill),
+// which sits on top of every abort and says nothing about the crash. Many of
+// those functions are local to libc and have no symbol in a stripped libc.
+bool is_raise_frame(const Capture& c, const NativeFrame& f) {
+  if (is_signal_machinery(f.symbol)) return true;
+  if (!signal_sent_by_process(c.info.si_code) || f.module < 0) return false;
+  return str_starts_with(path_basename(c.modules.items[f.module].path), "libc.so") &&
+         (!f.symbol || is_signal_machinery(f.symbol));
+}
+
+// "module!symbol", or "module+0xOFFSET" when no symbol covers the pc.
 void write_frame_name(StrBuf* b, const Capture& c, const NativeFrame& f) {
-  if (f.module >= 0) {
-    b->add(path_basename(c.modules.items[f.module].path)).add("!");
-  } else {
-    b->add("?!");
+  if (f.module < 0) {
+    b->add("?!").add_hex(f.pc);
+    return;
   }
+  const Module& m = c.modules.items[f.module];
+  b->add(path_basename(m.path));
   if (f.symbol) {
-    b->add(f.symbol);
+    b->add("!").add(f.symbol);
   } else {
-    b->add_hex(f.pc);
+    b->add("+").add_hex(f.pc - m.bias);
   }
 }
 
@@ -135,7 +147,7 @@ void diagnose(Capture* c) {
   // The first native frame outside the signal machinery names the place.
   const NativeFrame* where = nullptr;
   for (int i = 0; t && i < t->nframes; ++i) {
-    if (!is_signal_machinery(t->frames[i].symbol)) {
+    if (!is_raise_frame(*c, t->frames[i])) {
       where = &t->frames[i];
       break;
     }
@@ -167,9 +179,12 @@ void diagnose(Capture* c) {
   int used = 0;
   for (int i = 0; t && i < t->nframes && used < 6; ++i) {
     const NativeFrame& f = t->frames[i];
-    if (is_signal_machinery(f.symbol)) continue;
-    h.add(f.module >= 0 ? path_basename(c->modules.items[f.module].path) : "?");
-    h.add(f.symbol ? f.symbol : "?");
+    if (is_raise_frame(*c, f)) continue;
+    char name[256];
+    StrBuf nb(name, sizeof name);
+    write_frame_name(&nb, *c, f);
+    // Never an absolute address: a frame outside every module counts as "?".
+    h.add(f.module >= 0 ? name : "?");
     ++used;
   }
   for (int i = 0; py && i < py->nframes && i < 4; ++i) {

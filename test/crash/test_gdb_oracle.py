@@ -1,0 +1,73 @@
+"""Oracle: gdb's backtrace of the core file of the very process that wrote the
+report. Frame by frame, the pcs agree, and the function names agree wherever
+both gdb and the report name one; frames of the test programs must be named."""
+import os
+import re
+import resource
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
+import fltest  # noqa: E402
+
+FRAME_RE = re.compile(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in )?(\S+) \(")
+
+
+def gdb_bt(exe, core):
+    out = subprocess.run(["gdb", "-batch", "-nx", "-ex", "set pagination off", "-ex", "bt", exe, core],
+                         capture_output=True, text=True, timeout=120).stdout
+    frames = []
+    for line in out.splitlines():
+        m = FRAME_RE.match(line)
+        if m:
+            frames.append((int(m.group(1)), m.group(2), m.group(3)))
+    return frames, out
+
+
+def crash_with_core(tmp_path, args):
+    env = dict(os.environ, LD_PRELOAD=fltest.LIB, FAULTLINE_DIR=str(tmp_path), FAULTLINE_STDERR="0")
+    p = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (-1, -1)))
+    assert p.returncode < 0
+    reports = [f for f in os.listdir(tmp_path) if f.startswith("faultline-")]
+    assert len(reports) == 1
+    import json
+    with open(tmp_path / reports[0]) as f:
+        return json.load(f)
+
+
+@pytest.mark.skipif(open("/proc/sys/kernel/core_pattern").read().strip() != "core",
+                    reason="needs core_pattern 'core'")
+@pytest.mark.parametrize("args", [["null-read"], ["bad-fnptr"], ["div-zero"], ["ro-write"],
+                                  ["dlopen", "LIB"], ["deep"]])
+def test_frames_agree_with_gdb(tmp_path, args):
+    if args == ["deep"]:
+        exe, argv = fltest.program("deep"), [fltest.program("deep")]
+    else:
+        exe = fltest.program("crasher")
+        argv = [exe] + [fltest.program("libcrashlib.so") if a == "LIB" else a for a in args]
+    rep = crash_with_core(tmp_path, argv)
+    ours = fltest.crashed_thread(rep)["frames"]
+    gdb, text = gdb_bt(exe, str(tmp_path / "core"))
+    assert len(gdb) >= 3, text
+    own_modules = (os.path.realpath(exe), os.path.realpath(fltest.program("libcrashlib.so")))
+    compared = 0
+    for idx, pc, name in gdb:
+        if idx >= len(ours):
+            break
+        f = ours[idx]
+        if pc is not None:
+            assert int(pc, 16) == int(f["pc"], 16), f"frame {idx}: gdb {pc} vs report {f['pc']}\n{text}"
+        if name != "??" and f.get("symbol"):
+            # gdb prints demangled names without arguments for C++ frames.
+            ours_name = f["symbol"]
+            if ours_name.startswith("_Z"):
+                ours_name = subprocess.run(["c++filt", "-p", ours_name], capture_output=True,
+                                           text=True).stdout.strip()
+            assert ours_name == name or ours_name.split("(")[0] == name, f"frame {idx}\n{text}"
+            compared += 1
+        elif f.get("module") in own_modules:
+            pytest.fail(f"frame {idx} in the test program has no symbol in the report\n{text}")
+    assert compared >= 3

@@ -1,0 +1,95 @@
+"""Shared helpers for faultline's pytest suites: run a crashing process under
+the preload, collect the report it wrote, validate it against the schema.
+
+Tests import it with:  sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
+"""
+import glob
+import json
+import os
+import signal
+import subprocess
+import tempfile
+
+SOURCE = os.environ.get("FAULTLINE_SOURCE", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+BUILD = os.environ.get("FAULTLINE_BUILD", os.path.join(SOURCE, "build"))
+LIB = os.environ.get("FAULTLINE_LIB", os.path.join(BUILD, "lib", "libfaultline.so"))
+CLI = os.environ.get("FAULTLINE_CLI", os.path.join(BUILD, "bin", "faultline"))
+PROGRAMS = os.path.join(BUILD, "test-programs")
+SCHEMA = os.path.join(SOURCE, "schema", "faultline-1.schema.json")
+
+
+class Run:
+    def __init__(self, returncode, stdout, stderr, reports, report_dir):
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.reports = reports
+        self.report_dir = report_dir
+
+    @property
+    def report(self):
+        assert len(self.reports) == 1, f"expected one report, found {len(self.reports)}:\n{self.stderr}"
+        return self.reports[0]
+
+    @property
+    def signal(self):
+        """The signal that killed the process, or None."""
+        return -self.returncode if self.returncode < 0 else None
+
+
+def run(cmd, preload=True, env=None, report_dir=None, timeout=60, cwd=None, stdin=None):
+    """Runs cmd (a list) with libfaultline.so preloaded; returns a Run with
+    every report the process left in report_dir (a fresh temp dir by default)."""
+    own_dir = report_dir is None
+    if own_dir:
+        report_dir = tempfile.mkdtemp(prefix="faultline-test-")
+    e = dict(os.environ)
+    e.pop("LD_PRELOAD", None)
+    for k in list(e):
+        if k.startswith("FAULTLINE_") and k not in ("FAULTLINE_SOURCE", "FAULTLINE_BUILD", "FAULTLINE_LIB", "FAULTLINE_CLI"):
+            del e[k]
+    if preload:
+        e["LD_PRELOAD"] = LIB
+        e["FAULTLINE_DIR"] = report_dir
+    if env:
+        e.update(env)
+    p = subprocess.run(cmd, env=e, capture_output=True, timeout=timeout, cwd=cwd, input=stdin)
+    reports = []
+    for path in sorted(glob.glob(os.path.join(report_dir, "faultline-*.json"))):
+        with open(path, "rb") as f:
+            reports.append(json.loads(f.read().decode("utf-8")))
+    return Run(p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"),
+               reports, report_dir)
+
+
+def program(name):
+    return os.path.join(PROGRAMS, name)
+
+
+_schema = None
+
+
+def validate(report):
+    """Validates a report against schema/faultline-1.schema.json with Python's
+    jsonschema (an implementation independent of faultline's own validator)."""
+    global _schema
+    import jsonschema
+    if _schema is None:
+        with open(SCHEMA) as f:
+            _schema = json.load(f)
+    jsonschema.validate(report, _schema)
+    return report
+
+
+def crashed_thread(report):
+    ts = [t for t in report["threads"] if t.get("crashed")]
+    assert len(ts) == 1, "exactly one crashed thread"
+    return ts[0]
+
+
+def native_symbols(thread):
+    return [f.get("symbol") for f in thread["frames"] if f["kind"] == "native"]
+
+
+def signum(name):
+    return getattr(signal, name).value

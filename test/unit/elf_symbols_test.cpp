@@ -1,0 +1,118 @@
+// The crash path's ELF symbol lookup, checked against nm (binutils) for
+// system libraries: nm is the independent oracle.
+#include "core/elf_symbols.h"
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+
+using namespace faultline::core;
+
+namespace {
+
+struct NmSymbol {
+  uint64_t value, size;
+};
+
+// value -> names (aliases share an address), from `nm -S [-D] --defined-only`.
+std::map<uint64_t, std::set<std::string>> nm_functions(const std::string& path, bool dynamic,
+                                                       std::vector<NmSymbol>* sized) {
+  std::string cmd =
+      "nm -S --defined-only " + std::string(dynamic ? "-D " : "") + path + " 2>/dev/null";
+  std::map<uint64_t, std::set<std::string>> out;
+  FILE* f = popen(cmd.c_str(), "r");
+  REQUIRE(f != nullptr);
+  char line[4096];
+  while (fgets(line, sizeof line, f)) {
+    std::istringstream in(line);
+    std::string v, s, type, name;
+    if (!(in >> v >> s >> type >> name)) continue;
+    if (type != "T" && type != "t" && type != "W" && type != "i") continue;
+    uint64_t value = std::stoull(v, nullptr, 16), size = std::stoull(s, nullptr, 16);
+    if (value == 0 || size == 0) continue;
+    auto at = name.find('@');
+    if (at != std::string::npos) name = name.substr(0, at);
+    out[value].insert(name);
+    sized->push_back({value, size});
+  }
+  pclose(f);
+  return out;
+}
+
+void check_library(const char* path, bool dynamic) {
+  std::vector<NmSymbol> sized;
+  auto names = nm_functions(path, dynamic, &sized);
+  REQUIRE(sized.size() > 50);
+  Arena arena;
+  arena = Arena{};
+  REQUIRE(arena.init(4u << 20));
+  Module m{};
+  m.path = path;
+  m.base = 0;
+  m.end = UINT64_MAX;
+  m.bias = 0;
+  // Every 7th function, looked up in its middle, in batches like the handler.
+  std::vector<NativeFrame> frames;
+  std::vector<uint64_t> starts;
+  for (size_t i = 0; i < sized.size(); i += 7) {
+    NativeFrame f{};
+    f.pc = sized[i].value + sized[i].size / 2;
+    f.signal_frame = true;
+    frames.push_back(f);
+    starts.push_back(sized[i].value);
+  }
+  std::vector<NativeFrame*> ptrs;
+  for (auto& f : frames) ptrs.push_back(&f);
+  CaptureErrors errors{};
+  REQUIRE(symbolize_module_frames(m, ptrs.data(), static_cast<int>(ptrs.size()), &arena, &errors));
+  int agree = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const NativeFrame& f = frames[i];
+    // Nested sized symbols are possible; accept any name nm gives for the
+    // start our lookup chose, as long as our offset puts it at that start.
+    uint64_t chosen = f.pc - f.symbol_offset;
+    bool ok = f.symbol && names.count(chosen) && names[chosen].count(f.symbol) && chosen <= f.pc &&
+              (chosen == starts[i] || names[starts[i]].count(f.symbol));
+    if (ok) ++agree;
+  }
+  INFO(path << ": " << agree << " of " << frames.size() << " agree with nm");
+  CHECK(agree >= static_cast<int>(frames.size() * 99 / 100));
+  arena.release();
+}
+
+}  // namespace
+
+TEST_CASE("libc .dynsym lookup agrees with nm -D") {
+  check_library("/lib/x86_64-linux-gnu/libc.so.6", true);
+}
+
+TEST_CASE("libstdc++ .dynsym lookup agrees with nm -D (mangled names)") {
+  check_library("/usr/lib/x86_64-linux-gnu/libstdc++.so.6", true);
+}
+
+TEST_CASE("static .symtab lookup agrees with nm (local functions)") {
+  // The unit test binary itself has a full .symtab with local functions.
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  REQUIRE(n > 0);
+  self[n] = '\0';
+  // PIE: symbols are link-time addresses, so bias 0 works on the file.
+  check_library(self, false);
+}
+
+TEST_CASE("lookup_symbol_address finds exported data by name") {
+  Module m{};
+  m.path = "/lib/x86_64-linux-gnu/libc.so.6";
+  std::vector<NmSymbol> sized;
+  uintptr_t a = lookup_symbol_address(m, "malloc");
+  CHECK(a != 0);
+  CHECK(lookup_symbol_address(m, "no_such_symbol_anywhere") == 0);
+}
