@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs every Debian package faultline's build, tests and examples need.
+# Fast when they are all there already (no apt-get update then).
+set -euo pipefail
+packages=(
+  build-essential cmake pkg-config git
+  libunwind-dev libfmt-dev nlohmann-json3-dev doctest-dev libcli11-dev
+  libdw-dev libelf-dev libdebuginfod-dev elfutils debuginfod libc6-dbg
+  libseccomp-dev
+  gdb clang-14 llvm-14 clang-format binutils
+  python3 python3-dev python3-pytest python3-jsonschema python3-numpy python3-torch
+  cmark-gfm hyperfine
+)
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

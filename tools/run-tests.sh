@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds everything and runs every test, from a fresh checkout:
+#   1. dependencies (Debian packages),
+#   2. clang-format check of the C++ sources,
+#   3. the release build (warnings as errors) and all tests (ctest),
+#   4. an ASan+UBSan build of the offline code and its tests.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+jobs=$(nproc)
+"$top/tools/install-deps.sh"
+
+echo "== clang-format"
+mapfile -t sources < <(cd "$top" && git ls-files '*.cpp' '*.h' '*.hpp' | grep -v '^test/programs/')
+(cd "$top" && clang-format --dry-run --Werror "${sources[@]}")
+
+echo "== build"
+cmake -S "$top" -B "$top/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFAULTLINE_WERROR=ON
+cmake --build "$top/build" -j"$jobs"
+
+echo "== tests"
+(cd "$top/build" && ctest --output-on-failure -j"$jobs" --timeout 900)
+
+echo "== sanitizers (ASan+UBSan) on the offline code and its tests"
+cmake -S "$top" -B "$top/build-asan" -DCMAKE_BUILD_TYPE=Debug -DFAULTLINE_SANITIZE=ON
+cmake --build "$top/build-asan" -j"$jobs"
+(cd "$top/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$jobs" -L offline --timeout 900)
