@@ -62,6 +62,20 @@ FAULTLINE_API void faultline_uninstall(void);
 /* 1 when faultline's handlers are installed. */
 FAULTLINE_API int faultline_installed(void);
 
+/* Crash keys. Process-wide: the report's "annotations". value NULL removes
+ * the key. Keys up to 63 bytes, values up to 511 (longer ones are cut).
+ * Lock-free, never allocates; safe from any thread and from signal handlers.
+ * Returns 0, -EINVAL (bad key), -ENOSPC (64 keys already set). */
+FAULTLINE_API int faultline_annotate(const char* key, const char* value);
+
+/* Thread-scoped crash key (up to 8 per thread, values up to 255 bytes): shown
+ * in the crashing thread's "annotations", e.g. the request a worker serves. */
+FAULTLINE_API int faultline_thread_annotate(const char* key, const char* value);
+
+/* Appends a breadcrumb (up to 255 bytes) to a ring of the last 64; the
+ * report lists them oldest first with their times. */
+FAULTLINE_API void faultline_breadcrumb(const char* message);
+
 /* The library's version, "MAJOR.MINOR.PATCH". */
 FAULTLINE_API const char* faultline_version(void);
 

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "core/annotations.h"
 #include "core/arena.h"
 #include "core/capture.h"
 #include "core/modules.h"
@@ -47,6 +48,13 @@ struct Capture {
   int nthreads;
   PythonCapture python;
   CaptureErrors errors;
+  // What the application recorded.
+  AnnotationView* annotations;
+  int nannotations;
+  AnnotationView* thread_annotations;  // the crashing thread's
+  int nthread_annotations;
+  BreadcrumbView* breadcrumbs;
+  int nbreadcrumbs;
   // Diagnosis (computed after capture).
   char summary[512];
   const char* category;

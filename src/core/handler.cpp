@@ -128,6 +128,29 @@ void run_phase(const char* name, Capture* c, Fn fn) {
   g_recover_armed = 0;
 }
 
+void capture_annotations(Capture* c, Arena* arena) {
+  constexpr size_t kStorage = kMaxAnnotations * (kAnnotationKeyBytes + kAnnotationValueBytes);
+  char* storage = static_cast<char*>(arena->alloc(kStorage, 1));
+  c->annotations = arena->alloc_array<AnnotationView>(kMaxAnnotations);
+  if (storage && c->annotations) {
+    c->nannotations = annotations_snapshot(c->annotations, kMaxAnnotations, storage, kStorage);
+  }
+  constexpr size_t kThreadStorage =
+      kMaxThreadAnnotations * (kAnnotationKeyBytes + kThreadValueBytes);
+  storage = static_cast<char*>(arena->alloc(kThreadStorage, 1));
+  c->thread_annotations = arena->alloc_array<AnnotationView>(kMaxThreadAnnotations);
+  if (storage && c->thread_annotations) {
+    c->nthread_annotations = thread_annotations_snapshot(
+        c->thread_annotations, kMaxThreadAnnotations, storage, kThreadStorage);
+  }
+  constexpr size_t kCrumbStorage = kMaxBreadcrumbs * kBreadcrumbBytes;
+  storage = static_cast<char*>(arena->alloc(kCrumbStorage, 1));
+  c->breadcrumbs = arena->alloc_array<BreadcrumbView>(kMaxBreadcrumbs);
+  if (storage && c->breadcrumbs) {
+    c->nbreadcrumbs = breadcrumbs_snapshot(c->breadcrumbs, kMaxBreadcrumbs, storage, kCrumbStorage);
+  }
+}
+
 void capture_all(Capture* c, int signo, siginfo_t* info, void* ucv) {
   Arena* arena = &g_crash.arena;
   const Config& cfg = g_crash.config;
@@ -174,6 +197,8 @@ void capture_all(Capture* c, int signo, siginfo_t* info, void* ucv) {
   run_phase("python: fault while walking the interpreter", c, [&] {
     capture_python(c->modules, arena, &c->python, kMaxThreads, cfg.max_frames, &c->errors);
   });
+  run_phase("annotations: fault while copying annotations", c,
+            [&] { capture_annotations(c, arena); });
   run_phase("diagnosis: fault while diagnosing", c, [&] { diagnose(c); });
 }
 

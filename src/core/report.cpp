@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/classify.h"
 #include "core/crash.h"
 #include "core/json_writer.h"
 #include "core/raw_log.h"
@@ -218,15 +219,22 @@ void write_registers(JsonWriter& w, const ucontext_t& uc) {
   w.end_object();
 }
 
+void write_annotations(JsonWriter& w, const AnnotationView* a, int n) {
+  w.key("annotations");
+  w.begin_object();
+  for (int i = 0; i < n; ++i) {
+    w.key(a[i].key);
+    w.str(a[i].value);
+  }
+  w.end_object();
+}
+
 void write_native_frame(JsonWriter& w, const Capture& c, const NativeFrame& f) {
   w.begin_object();
   w.field_str("kind", "native");
-  const char* origin = "native";
-  if (f.module >= 0) {
-    const char* base = path_basename(c.modules.items[f.module].path);
-    if (str_starts_with(base, "libpython") || str_starts_with(base, "python")) origin = "cpython";
-  }
-  w.field_str("origin", origin);
+  w.field_str(
+      "origin",
+      classify_native(f.module >= 0 ? c.modules.items[f.module].path : nullptr, f.symbol).id);
   w.field_hex("pc", f.pc);
   w.field_hex("sp", f.sp);
   if (f.signal_frame) w.field_bool("signal_frame", true);
@@ -248,7 +256,7 @@ void write_native_frame(JsonWriter& w, const Capture& c, const NativeFrame& f) {
 void write_python_frame(JsonWriter& w, const PyFrame& f) {
   w.begin_object();
   w.field_str("kind", "python");
-  w.field_str("origin", "python");
+  w.field_str("origin", classify_python(f.file, f.function).id);
   w.str_exact("file", f.file ? f.file : "", str_len(f.file));
   w.field_num("line", f.line);
   w.str_exact("function", f.function ? f.function : "", str_len(f.function));
@@ -298,6 +306,7 @@ void write_thread(JsonWriter& w, const Capture& c, const ThreadCapture& t) {
   }
   w.end_array();
   if (py) w.field_bool("interleaved", merged >= 0);
+  if (t.crashed) write_annotations(w, c.thread_annotations, c.nthread_annotations);
   if (t.crashed && c.have_uc) write_registers(w, c.uc);
   w.end_object();
 }
@@ -463,11 +472,17 @@ bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err) {
   }
   w.end_array();
 
-  w.key("annotations");
-  w.begin_object();
-  w.end_object();
+  write_annotations(w, c.annotations, c.nannotations);
   w.key("breadcrumbs");
   w.begin_array();
+  for (int i = 0; i < c.nbreadcrumbs; ++i) {
+    w.begin_object();
+    char bts[32];
+    format_iso8601(bts, c.breadcrumbs[i].time_sec, c.breadcrumbs[i].time_nsec);
+    w.field_str("time", bts);
+    w.str_exact("message", c.breadcrumbs[i].message, str_len(c.breadcrumbs[i].message));
+    w.end_object();
+  }
   w.end_array();
 
   w.key("faultline");

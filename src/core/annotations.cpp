@@ -1,0 +1,179 @@
+#include "core/annotations.h"
+
+#include <errno.h>
+#include <time.h>
+
+#include "core/str.h"
+
+namespace faultline::core {
+namespace {
+
+// A slot guarded by a sequence number: odd while a writer is inside.
+// Writers of one slot exclude each other by making the number odd with a
+// compare-and-swap; readers never wait, they retry a few times and then skip.
+template <size_t KeyBytes, size_t ValueBytes>
+struct Slot {
+  uint32_t seq;
+  uint32_t used;
+  char key[KeyBytes];
+  char value[ValueBytes];
+};
+
+template <typename S>
+bool slot_lock(S* s) {
+  for (int spins = 0; spins < 1 << 20; ++spins) {
+    uint32_t v = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
+    if ((v & 1) == 0 && __atomic_compare_exchange_n(&s->seq, &v, v + 1, false, __ATOMIC_ACQUIRE,
+                                                    __ATOMIC_RELAXED)) {
+      return true;
+    }
+  }
+  return false;  // a writer died inside (crashed mid-write): give up
+}
+
+template <typename S>
+void slot_unlock(S* s) {
+  __atomic_fetch_add(&s->seq, 1, __ATOMIC_RELEASE);
+}
+
+// Copies a slot consistently; false if it stayed mid-write.
+template <typename S>
+bool slot_read(const S* s, S* copy) {
+  for (int tries = 0; tries < 64; ++tries) {
+    uint32_t before = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+    if (before & 1) continue;
+    __builtin_memcpy(copy, s, sizeof *s);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) == before) return true;
+  }
+  return false;
+}
+
+using GlobalSlot = Slot<kAnnotationKeyBytes, kAnnotationValueBytes>;
+using ThreadSlot = Slot<kAnnotationKeyBytes, kThreadValueBytes>;
+struct Crumb {
+  uint32_t seq;
+  uint32_t used;
+  int64_t sec, nsec;
+  uint64_t order;
+  char text[kBreadcrumbBytes];
+};
+
+GlobalSlot g_annotations[kMaxAnnotations];
+__thread ThreadSlot t_annotations[kMaxThreadAnnotations] __attribute__((tls_model("initial-exec")));
+Crumb g_crumbs[kMaxBreadcrumbs];
+uint64_t g_crumb_next;
+
+template <typename S, int N>
+int table_set(S (&table)[N], const char* key, const char* value) {
+  if (!key || !*key || str_len(key) >= kAnnotationKeyBytes) return -EINVAL;
+  // An existing slot with this key, else a free one.
+  S* target = nullptr;
+  for (S& s : table) {
+    if (__atomic_load_n(&s.used, __ATOMIC_ACQUIRE) && str_eq(s.key, key)) {
+      target = &s;
+      break;
+    }
+  }
+  if (!target) {
+    if (!value) return 0;
+    for (S& s : table) {
+      uint32_t expected = 0;
+      if (__atomic_compare_exchange_n(&s.used, &expected, 2u, false, __ATOMIC_ACQ_REL,
+                                      __ATOMIC_RELAXED)) {
+        target = &s;  // used == 2: claimed, key not yet visible
+        break;
+      }
+    }
+    if (!target) return -ENOSPC;
+  }
+  if (!slot_lock(target)) return -EBUSY;
+  if (value) {
+    str_copy(target->key, sizeof target->key, key);
+    str_copy(target->value, sizeof target->value, value);
+    __atomic_store_n(&target->used, 1u, __ATOMIC_RELEASE);
+  } else {
+    target->key[0] = '\0';
+    __atomic_store_n(&target->used, 0u, __ATOMIC_RELEASE);
+  }
+  slot_unlock(target);
+  return 0;
+}
+
+template <typename S, int N>
+int table_snapshot(const S (&table)[N], AnnotationView* out, int cap, char* storage,
+                   size_t storage_bytes) {
+  int n = 0;
+  size_t off = 0;
+  for (const S& s : table) {
+    if (n >= cap) break;
+    if (__atomic_load_n(&s.used, __ATOMIC_ACQUIRE) != 1) continue;
+    S copy;
+    if (!slot_read(&s, &copy) || copy.used != 1 || !copy.key[0]) continue;
+    size_t klen = str_nlen(copy.key, sizeof copy.key - 1);
+    size_t vlen = str_nlen(copy.value, sizeof copy.value - 1);
+    if (off + klen + vlen + 2 > storage_bytes) break;
+    char* k = storage + off;
+    str_copy_n(k, klen + 1, copy.key, klen);
+    off += klen + 1;
+    char* v = storage + off;
+    str_copy_n(v, vlen + 1, copy.value, vlen);
+    off += vlen + 1;
+    out[n++] = {k, v};
+  }
+  return n;
+}
+
+}  // namespace
+
+int annotation_set(const char* key, const char* value) {
+  return table_set(g_annotations, key, value);
+}
+
+int thread_annotation_set(const char* key, const char* value) {
+  return table_set(t_annotations, key, value);
+}
+
+void breadcrumb_add(const char* message) {
+  uint64_t order = __atomic_fetch_add(&g_crumb_next, 1, __ATOMIC_RELAXED);
+  Crumb* c = &g_crumbs[order % kMaxBreadcrumbs];
+  if (!slot_lock(c)) return;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  c->sec = ts.tv_sec;
+  c->nsec = ts.tv_nsec;
+  c->order = order;
+  str_copy(c->text, sizeof c->text, message ? message : "");
+  c->used = 1;
+  slot_unlock(c);
+}
+
+int annotations_snapshot(AnnotationView* out, int cap, char* storage, size_t storage_bytes) {
+  return table_snapshot(g_annotations, out, cap, storage, storage_bytes);
+}
+
+int thread_annotations_snapshot(AnnotationView* out, int cap, char* storage, size_t storage_bytes) {
+  return table_snapshot(t_annotations, out, cap, storage, storage_bytes);
+}
+
+int breadcrumbs_snapshot(BreadcrumbView* out, int cap, char* storage, size_t storage_bytes) {
+  uint64_t next = __atomic_load_n(&g_crumb_next, __ATOMIC_ACQUIRE);
+  uint64_t first = next > kMaxBreadcrumbs ? next - kMaxBreadcrumbs : 0;
+  int n = 0;
+  size_t off = 0;
+  for (uint64_t i = first; i < next && n < cap; ++i) {
+    Crumb copy;
+    if (!slot_read(&g_crumbs[i % kMaxBreadcrumbs], &copy) || !copy.used || copy.order != i) {
+      continue;
+    }
+    size_t len = str_nlen(copy.text, sizeof copy.text - 1);
+    if (off + len + 1 > storage_bytes) break;
+    char* m = storage + off;
+    str_copy_n(m, len + 1, copy.text, len);
+    off += len + 1;
+    out[n++] = {copy.sec, copy.nsec, m};
+  }
+  return n;
+}
+
+}  // namespace faultline::core

@@ -1,0 +1,51 @@
+// Annotations (crash keys) and breadcrumbs: what the application records
+// before a crash, copied into the report by the crash path.
+//
+// Storage is static and preallocated. Writers never allocate and never block
+// readers; a reader (the crash handler, on any thread) copies a slot under a
+// per-slot sequence number and skips a slot caught mid-write.
+//
+// - Process-wide annotations: kMaxAnnotations key/value slots, any thread.
+// - Thread annotations: kMaxThreadAnnotations slots per thread, in the
+//   thread's own (initial-exec TLS) storage; the report shows the crashing
+//   thread's, so a server can record the request each worker serves.
+// - Breadcrumbs: a ring of the last kMaxBreadcrumbs messages with timestamps.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace faultline::core {
+
+constexpr int kMaxAnnotations = 64;
+constexpr size_t kAnnotationKeyBytes = 64;
+constexpr size_t kAnnotationValueBytes = 512;
+constexpr int kMaxThreadAnnotations = 8;
+constexpr size_t kThreadValueBytes = 256;
+constexpr int kMaxBreadcrumbs = 64;
+constexpr size_t kBreadcrumbBytes = 256;
+
+// Writers (normal context; async-signal-safe too). value == nullptr removes.
+// Return 0, or -ENOSPC when the table is full, -EINVAL for a bad key.
+int annotation_set(const char* key, const char* value);
+int thread_annotation_set(const char* key, const char* value);
+void breadcrumb_add(const char* message);
+
+// Readers for the crash path: call fn for each entry.
+struct AnnotationView {
+  const char* key;
+  const char* value;
+};
+// Copies the process-wide annotations into out (cap entries, strings in
+// caller buffers provided by `storage` of storage_bytes). Returns the count.
+int annotations_snapshot(AnnotationView* out, int cap, char* storage, size_t storage_bytes);
+int thread_annotations_snapshot(AnnotationView* out, int cap, char* storage, size_t storage_bytes);
+
+struct BreadcrumbView {
+  int64_t time_sec, time_nsec;
+  const char* message;
+};
+// Oldest first.
+int breadcrumbs_snapshot(BreadcrumbView* out, int cap, char* storage, size_t storage_bytes);
+
+}  // namespace faultline::core
