@@ -38,6 +38,10 @@ struct PyFrame {
   int line;
   bool entry;            // first frame of a C-level call into the interpreter
   uintptr_t frame_addr;  // interpreter frame address (for interleaving)
+  // 3.12+: on an entry frame, the address of the C-stack shim frame its eval
+  // call pushed (it lives in that _PyEval_EvalFrameDefault's native frame);
+  // 0 where the version has none.
+  uintptr_t entry_shim;
 };
 
 enum class Unwinder : uint8_t { kNone, kLibunwind, kFramePointer, kLibunwindThenFp };

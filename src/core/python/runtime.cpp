@@ -1,0 +1,124 @@
+// Locating _PyRuntime and choosing its layout. See runtime.h.
+#include "core/python/runtime.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/elf_symbols.h"
+#include "core/safe_read.h"
+#include "core/str.h"
+
+namespace faultline::core::python {
+
+const char kNoRuntime[] = "no CPython runtime in the process";
+
+namespace {
+
+// Modules that may define _PyRuntime: the executable (static builds,
+// embedders linking libpython.a) and libpython3.X.so. Other modules are not
+// searched: a torch job maps hundreds of large libraries.
+bool may_define_runtime(const Module& m) {
+  if (m.is_vdso || !m.path) return false;
+  return m.is_main || str_starts_with(path_basename(m.path), "libpython3");
+}
+
+// The minor version from a module name: ".../libpython3.11.so.1.0" or
+// ".../python3.11" give 11; -1 if the name does not say.
+int minor_from_name(const char* path) {
+  const char* base = path_basename(path);
+  const char* p = str_find(base, str_len(base), "python3.");
+  if (!p) return -1;
+  p += 8;
+  int minor = 0, digits = 0;
+  while (*p >= '0' && *p <= '9' && digits < 3) {
+    minor = minor * 10 + (*p++ - '0');
+    ++digits;
+  }
+  return digits ? minor : -1;
+}
+
+void format_version(Runtime* rt, int minor) {
+  StrBuf b(rt->version, sizeof rt->version);
+  if (rt->hexversion == 0) {
+    b.add("3.").add_dec(minor);
+    return;
+  }
+  uint32_t v = rt->hexversion;
+  b.add_dec(v >> 24).add(".").add_dec((v >> 16) & 0xff).add(".").add_dec((v >> 8) & 0xff);
+  uint32_t level = (v >> 4) & 0xf;
+  if (level == 0xa) b.add("a").add_dec(v & 0xf);
+  if (level == 0xb) b.add("b").add_dec(v & 0xf);
+  if (level == 0xc) b.add("rc").add_dec(v & 0xf);
+}
+
+const char* layout_for_module(const Module& m, uintptr_t runtime, Runtime* rt) {
+  // 3.13+: the runtime describes itself.
+  uint8_t image[kDebugOffsetsMaxBytes];
+  bool have_image = safe_read(image, runtime, sizeof image);
+  if (have_image && image[0] == 'x' && image[1] == 'd' && image[2] == 'e') {
+    uint64_t hex = 0;
+    const char* why = layout_from_debug_offsets(image, sizeof image, &rt->layout, &hex);
+    if (why) return why;
+    rt->hexversion = static_cast<uint32_t>(hex);
+    format_version(rt, rt->layout.minor);
+    return nullptr;
+  }
+  // 3.11+ export Py_Version (PY_VERSION_HEX); older ones say it in the name.
+  int minor = -1;
+  uintptr_t pv = lookup_symbol_address(m, "Py_Version");
+  uint64_t hex = 0;
+  if (pv && safe_read_obj(&hex, pv) && (hex >> 24) == 3) {
+    rt->hexversion = static_cast<uint32_t>(hex);
+    minor = static_cast<int>((hex >> 16) & 0xff);
+  } else {
+    rt->hexversion = 0;
+    minor = minor_from_name(m.path);
+  }
+  if (minor >= 13) return "python: 3.13+ runtime without _Py_DebugOffsets";
+  const PyLayout* l = layout_for_minor(minor);
+  if (!l) return "python: unsupported CPython version (3.9 to 3.14 are known)";
+  rt->layout = *l;
+  format_version(rt, minor);
+  return nullptr;
+}
+
+}  // namespace
+
+const char* locate_runtime(const ModuleTable& modules, Runtime* rt) {
+  rt->found = false;
+  for (int i = 0; i < modules.count; ++i) {
+    const Module& m = modules.items[i];
+    if (!may_define_runtime(m)) continue;
+    uintptr_t addr = lookup_symbol_address(m, "_PyRuntime");
+    if (!addr) continue;
+    const char* why = layout_for_module(m, addr, rt);
+    if (why) return why;
+    rt->address = addr;
+    rt->module_base = m.base;
+    rt->code_type = lookup_symbol_address(m, "PyCode_Type");
+    rt->bytes_type = lookup_symbol_address(m, "PyBytes_Type");
+    rt->unicode_type = lookup_symbol_address(m, "PyUnicode_Type");
+    rt->found = true;
+    return nullptr;
+  }
+  return kNoRuntime;
+}
+
+long find_pthread_tid_offset() {
+#if defined(__x86_64__)
+  // glibc keeps the thread's own struct pthread address (pthread_self()) in
+  // the TCB header at %fs:0x10; the struct holds the kernel tid. Scanning for
+  // our tid finds the field's offset without depending on a glibc version.
+  uintptr_t self = 0;
+  __asm__ volatile("mov %%fs:0x10, %0" : "=r"(self));
+  int32_t tid = static_cast<int32_t>(syscall(SYS_gettid));
+  int32_t words[512];  // 2 KiB: struct pthread's tid sits at 0x2d0 in glibc 2.3x
+  if (!self || !safe_read(words, self, sizeof words)) return -1;
+  for (int i = 0; i < 512; ++i) {
+    if (words[i] == tid) return i * 4;
+  }
+#endif
+  return -1;
+}
+
+}  // namespace faultline::core::python

@@ -1,0 +1,448 @@
+// The CPython frame walker: capture_python() and python_init().
+//
+// Crash path. No heap (the arena only), no locks, every pointer of the
+// interpreter read through safe_read(); the thread and frame loops are
+// bounded and detect cycles (Brent's algorithm: one saved address, no table).
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/python.h"
+#include "core/python/layouts.h"
+#include "core/python/runtime.h"
+#include "core/python/text.h"
+#include "core/safe_read.h"
+#include "core/str.h"
+
+namespace faultline::core {
+namespace {
+
+using python::InstrKind;
+using python::PyLayout;
+using python::Runtime;
+
+// Interpreters walked: subinterpreters are rare; 64 bounds a corrupt list.
+constexpr int kMaxInterpreters = 64;
+// Frames followed per thread (kept or not): deeper than the default
+// recursion limit (1000) with room, bounded so a corrupt chain cannot spin.
+constexpr int kMaxFramesWalked = 20000;
+// Code objects remembered per capture (file/name/qualname decoded once).
+constexpr int kCodeCacheSlots = 1024;
+
+// Install-time state: zero-initialised POD, no constructor.
+struct InstallState {
+  bool have_runtime;
+  Runtime runtime;
+  long pthread_tid_offset;  // -1 unknown
+  bool initialised;
+};
+InstallState g_install;
+
+// Brent's cycle detection over a linked list: call step() with each node.
+struct CycleGuard {
+  uintptr_t saved;
+  long power;
+  long lambda;
+  bool step(uintptr_t node) {
+    if (node == saved) return false;
+    if (++lambda == power) {
+      saved = node;
+      power *= 2;
+      lambda = 0;
+    }
+    return true;
+  }
+};
+
+struct CodeInfo {
+  uintptr_t code;
+  const char* file;
+  const char* name;
+  const char* qualname;
+  int firstlineno;
+  uintptr_t table;  // line table bytes
+  long table_len;
+  uintptr_t first_instr;  // co_code_adaptive (3.11+)
+  const char* error;      // why the code object could not be used
+};
+
+struct Walk {
+  const Runtime* rt;
+  const PyLayout* l;
+  Arena* arena;
+  CaptureErrors* errors;
+  CodeInfo* cache;  // kCodeCacheSlots, may be nullptr
+};
+
+// Used when the cache is full or could not be allocated (zero-initialised).
+CodeInfo g_code_scratch;
+
+uint64_t u64_in(const uint8_t* buf, int off) {
+  uint64_t v;
+  __builtin_memcpy(&v, buf + off, sizeof v);
+  return v;
+}
+
+bool read_u64(uintptr_t addr, uint64_t* v) {
+  return safe_read_obj(v, addr);
+}
+
+// A per-thread error message, in the arena: "python: thread T: what at 0x..".
+const char* thread_error(Arena* arena, uint64_t tid, const char* what, uintptr_t addr,
+                         int frame_index) {
+  char buf[256];
+  StrBuf b(buf, sizeof buf);
+  b.add("python: thread ").add_dec(static_cast<int64_t>(tid)).add(": ").add(what);
+  if (addr) b.add(" at ").add_hex(addr);
+  if (frame_index >= 0) b.add(" (frame ").add_dec(frame_index).add(")");
+  const char* s = arena->dup(buf, b.len());
+  return s ? s : "python: thread walk ended early (arena exhausted)";
+}
+
+// Reads a code object's names and line table once per capture.
+const CodeInfo* code_info(Walk* w, uintptr_t code) {
+  CodeInfo* slot = nullptr;
+  if (w->cache) {
+    size_t h = (code >> 4) * 0x9E3779B97F4A7C15ull >> 54;  // 10 bits: 1024 slots
+    for (int probe = 0; probe < 16; ++probe) {
+      CodeInfo* c = &w->cache[(h + probe) % kCodeCacheSlots];
+      if (c->code == code) return c;
+      if (c->code == 0) {
+        slot = c;
+        break;
+      }
+    }
+  }
+  if (!slot) slot = &g_code_scratch;
+  *slot = CodeInfo{};
+  slot->code = code;
+  const PyLayout& l = *w->l;
+  uint8_t buf[512];
+  int need = l.co_firstlineno + 4;
+  const int ptr_fields[] = {l.co_filename, l.co_name, l.co_qualname, l.co_linetable, l.ob_type};
+  for (int off : ptr_fields) {
+    if (off + 8 > need) need = off + 8;
+  }
+  if (need > static_cast<int>(sizeof buf) || !safe_read(buf, code, static_cast<size_t>(need))) {
+    slot->error = "code object unreadable";
+    return slot;
+  }
+  if (w->rt->code_type && u64_in(buf, l.ob_type) != w->rt->code_type) {
+    slot->error = "not a code object";
+    return slot;
+  }
+  python::TextError err = {nullptr};
+  slot->file =
+      python::read_unicode(l, u64_in(buf, l.co_filename), w->rt->unicode_type, w->arena, &err);
+  if (!slot->file) {
+    slot->error = "co_filename unreadable";
+    return slot;
+  }
+  slot->name = python::read_unicode(l, u64_in(buf, l.co_name), w->rt->unicode_type, w->arena, &err);
+  if (!slot->name) {
+    slot->error = "co_name unreadable";
+    return slot;
+  }
+  if (l.co_qualname >= 0) {
+    slot->qualname =
+        python::read_unicode(l, u64_in(buf, l.co_qualname), w->rt->unicode_type, w->arena, &err);
+  }
+  int32_t first;
+  __builtin_memcpy(&first, buf + l.co_firstlineno, sizeof first);
+  slot->firstlineno = first;
+  uintptr_t table = u64_in(buf, l.co_linetable);
+  int64_t len = -1;
+  uintptr_t type = 0;
+  if (table &&
+      read_u64(table + static_cast<uintptr_t>(l.bytes_size), reinterpret_cast<uint64_t*>(&len)) &&
+      read_u64(table + static_cast<uintptr_t>(l.ob_type), &type) &&
+      (!w->rt->bytes_type || type == w->rt->bytes_type)) {
+    slot->table = table + static_cast<uintptr_t>(l.bytes_sval);
+    slot->table_len = len;
+  } else {
+    slot->table_len = -1;
+  }
+  if (l.co_code_adaptive >= 0)
+    slot->first_instr = code + static_cast<uintptr_t>(l.co_code_adaptive);
+  return slot;
+}
+
+// The instruction offset in bytes a frame is at (negative: not started).
+long instr_offset(const PyLayout& l, const uint8_t* frame, const CodeInfo& c) {
+  switch (l.instr) {
+    case InstrKind::kLastiBytes: {
+      int32_t lasti;
+      __builtin_memcpy(&lasti, frame + l.fr_instr, sizeof lasti);
+      return lasti;
+    }
+    case InstrKind::kLastiUnits: {
+      int32_t lasti;
+      __builtin_memcpy(&lasti, frame + l.fr_instr, sizeof lasti);
+      return lasti < 0 ? -1 : static_cast<long>(lasti) * 2;
+    }
+    case InstrKind::kPrevInstr:
+    case InstrKind::kInstrPtr: {
+      uintptr_t p = u64_in(frame, l.fr_instr);
+      if (p < c.first_instr) return -1;
+      long units = static_cast<long>((p - c.first_instr) / 2);
+      return units * 2;
+    }
+  }
+  return -1;
+}
+
+// The first interpreter frame of a thread state.
+bool first_frame(const PyLayout& l, uintptr_t tstate, uintptr_t* frame) {
+  uint64_t v = 0;
+  if (!read_u64(tstate + static_cast<uintptr_t>(l.ts_frame), &v)) return false;
+  if (l.cframe_current_frame >= 0 && v != 0) {
+    if (!read_u64(v + static_cast<uintptr_t>(l.cframe_current_frame), &v)) return false;
+  }
+  *frame = v;
+  return true;
+}
+
+// Walks one thread's frames into py (frames innermost first).
+void walk_frames(Walk* w, uintptr_t tstate, PyThread* py, int max_frames) {
+  const PyLayout& l = *w->l;
+  uintptr_t frame = 0;
+  if (!first_frame(l, tstate, &frame)) {
+    py->error = thread_error(w->arena,
+                             py->native_tid ? static_cast<uint64_t>(py->native_tid) : py->thread_id,
+                             "thread state unreadable", tstate, -1);
+    return;
+  }
+  int frame_bytes = l.fr_previous + 8;
+  const int fields[] = {l.fr_code + 8, l.fr_instr + 8, l.fr_is_entry + 1, l.fr_owner + 1};
+  for (int f : fields) {
+    if (f > frame_bytes) frame_bytes = f;
+  }
+  CycleGuard guard = {0, 1, 0};
+  for (int walked = 0; frame != 0; ++walked) {
+    if (walked >= kMaxFramesWalked) {
+      py->error = thread_error(
+          w->arena, py->native_tid ? static_cast<uint64_t>(py->native_tid) : py->thread_id,
+          "frame chain too long, cut", 0, walked);
+      return;
+    }
+    if (!guard.step(frame)) {
+      py->error = thread_error(
+          w->arena, py->native_tid ? static_cast<uint64_t>(py->native_tid) : py->thread_id,
+          "frame chain has a cycle", frame, walked);
+      return;
+    }
+    uint8_t buf[128];
+    if (!safe_read(buf, frame, static_cast<size_t>(frame_bytes))) {
+      py->error = thread_error(
+          w->arena, py->native_tid ? static_cast<uint64_t>(py->native_tid) : py->thread_id,
+          "frame unreadable", frame, walked);
+      return;
+    }
+    uintptr_t previous = u64_in(buf, l.fr_previous);
+    if (l.fr_owner >= 0 && l.owner_first_shim >= 0) {
+      int8_t owner = static_cast<int8_t>(buf[l.fr_owner]);
+      if (owner >= l.owner_first_shim) {
+        // Not a Python frame. The C-stack shim closes the frames one eval
+        // call ran: the last frame kept before it is that call's entry.
+        if (owner == l.owner_cstack && py->nframes > 0 && py->nframes == py->frames_total) {
+          PyFrame& last = py->frames[py->nframes - 1];
+          if (!last.entry) {
+            last.entry = true;
+            last.entry_shim = frame;
+          }
+        }
+        frame = previous;
+        continue;
+      }
+    }
+    uintptr_t code = u64_in(buf, l.fr_code) & ~l.executable_tag_mask;
+    ++py->frames_total;
+    if (py->nframes < max_frames && py->frames) {
+      const CodeInfo* c = code_info(w, code);
+      if (c->error) {
+        --py->frames_total;
+        py->error = thread_error(
+            w->arena, py->native_tid ? static_cast<uint64_t>(py->native_tid) : py->thread_id,
+            c->error, code, walked);
+        return;
+      }
+      PyFrame& f = py->frames[py->nframes++];
+      f.file = c->file;
+      f.function = c->name;
+      f.qualname = c->qualname;
+      f.frame_addr = frame;
+      f.line = c->table_len < 0 ? -1
+                                : python::line_for_offset(l.lines, c->table, c->table_len,
+                                                          c->firstlineno, instr_offset(l, buf, *c));
+      if (l.fr_is_entry >= 0) {
+        f.entry = buf[l.fr_is_entry] != 0;
+      } else if (l.minor <= 10) {
+        f.entry = true;  // one eval call per frame
+      }
+    }
+    frame = previous;
+  }
+}
+
+// The thread state holding the GIL, 0 if none or unknown.
+uintptr_t gil_holder(const Runtime& rt, uintptr_t interp) {
+  const PyLayout& l = rt.layout;
+  uintptr_t gil = 0;
+  int locked_off, holder_off;
+  if (l.rt_gil_locked >= 0) {
+    gil = rt.address;
+    locked_off = l.rt_gil_locked;
+    holder_off = l.rt_gil_last_holder;
+  } else if (l.is_ceval_gil >= 0 && l.gil_locked >= 0) {
+    uint64_t p = 0;
+    if (!read_u64(interp + static_cast<uintptr_t>(l.is_ceval_gil), &p)) return 0;
+    gil = p;
+    locked_off = l.gil_locked;
+    holder_off = l.gil_last_holder;
+  } else {
+    return 0;
+  }
+  int32_t locked = 0;
+  uint64_t holder = 0;
+  if (!gil || !safe_read_obj(&locked, gil + static_cast<uintptr_t>(locked_off)) ||
+      !read_u64(gil + static_cast<uintptr_t>(holder_off), &holder)) {
+    return 0;
+  }
+  return locked ? holder : 0;
+}
+
+pid_t native_tid(const PyLayout& l, uintptr_t tstate, uint64_t thread_id) {
+  if (l.ts_native_thread_id >= 0) {
+    uint64_t t = 0;
+    if (read_u64(tstate + static_cast<uintptr_t>(l.ts_native_thread_id), &t)) {
+      return static_cast<pid_t>(t);
+    }
+    return 0;
+  }
+  int32_t t = 0;
+  if (g_install.pthread_tid_offset >= 0 && thread_id &&
+      safe_read_obj(&t, thread_id + static_cast<uintptr_t>(g_install.pthread_tid_offset))) {
+    return t;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void python_init(const ModuleTable* modules_or_null) {
+  if (!g_install.initialised) {
+    g_install.pthread_tid_offset = python::find_pthread_tid_offset();
+    g_install.initialised = true;
+  }
+  ModuleTable table = {};
+  Arena scratch;
+  bool own = false;
+  const ModuleTable* modules = modules_or_null;
+  if (!modules) {
+    // 1 MiB: 1024 modules with their paths.
+    if (!scratch.init(1u << 20)) return;
+    own = true;
+    table.capacity = 1024;
+    table.items = scratch.alloc_array<Module>(1024);
+    CaptureErrors ignored = {};
+    if (!table.items || !collect_modules(&table, &scratch, &ignored)) {
+      scratch.release();
+      return;
+    }
+    modules = &table;
+  }
+  Runtime rt = {};
+  if (python::locate_runtime(*modules, &rt) == nullptr) {
+    g_install.runtime = rt;
+    g_install.have_runtime = true;
+  }
+  if (own) scratch.release();
+}
+
+void capture_python(const ModuleTable& modules, Arena* arena, PythonCapture* out, int max_threads,
+                    int max_frames, CaptureErrors* errors) {
+  out->present = false;
+  Runtime rt = {};
+  bool cached = false;
+  if (g_install.have_runtime) {
+    // Trust the install-time answer only while its module is still mapped.
+    for (int i = 0; i < modules.count; ++i) {
+      if (modules.items[i].base == g_install.runtime.module_base) cached = true;
+    }
+    if (cached) rt = g_install.runtime;
+  }
+  if (!cached) {
+    const char* why = python::locate_runtime(modules, &rt);
+    if (why) {
+      if (why != python::kNoRuntime) errors->add(why);
+      return;
+    }
+  }
+  out->present = true;
+  str_copy(out->version, sizeof out->version, rt.version);
+  out->hexversion = rt.hexversion;
+  out->runtime = rt.address;
+  out->threads = arena->alloc_array<PyThread>(static_cast<size_t>(max_threads));
+  if (!out->threads) {
+    errors->add("python: arena exhausted before the thread list");
+    return;
+  }
+  Walk w = {&rt, &rt.layout, arena, errors, arena->alloc_array<CodeInfo>(kCodeCacheSlots)};
+  const PyLayout& l = rt.layout;
+
+  uint64_t interp = 0;
+  if (!read_u64(rt.address + static_cast<uintptr_t>(l.rt_interpreters_head), &interp)) {
+    errors->add("python: _PyRuntime unreadable");
+    return;
+  }
+  if (interp == 0) {
+    errors->add("python: no interpreter (not initialised or finalised)");
+    return;
+  }
+  CycleGuard interp_guard = {0, 1, 0};
+  for (int n = 0; interp != 0 && n < kMaxInterpreters; ++n) {
+    if (!interp_guard.step(interp)) {
+      errors->add("python: interpreter list has a cycle");
+      break;
+    }
+    uintptr_t holder = gil_holder(rt, interp);
+    uint64_t ts = 0;
+    if (!read_u64(interp + static_cast<uintptr_t>(l.is_tstate_head), &ts)) {
+      errors->add("python: interpreter state unreadable");
+      break;
+    }
+    CycleGuard ts_guard = {0, 1, 0};
+    while (ts != 0) {
+      if (!ts_guard.step(ts)) {
+        errors->add("python: thread state list has a cycle");
+        break;
+      }
+      ++out->threads_total;
+      if (out->threads_total > 100000) break;  // corrupt list: stop counting
+      if (out->nthreads < max_threads) {
+        PyThread* py = &out->threads[out->nthreads++];
+        uint64_t tid = 0;
+        read_u64(ts + static_cast<uintptr_t>(l.ts_thread_id), &tid);
+        py->thread_id = tid;
+        py->native_tid = native_tid(l, ts, tid);
+        py->holds_gil = holder != 0 && holder == ts;
+        py->frames = arena->alloc_array<PyFrame>(static_cast<size_t>(max_frames));
+        if (!py->frames) py->error = "python: arena exhausted, frames left out";
+        walk_frames(&w, ts, py, max_frames);
+      }
+      uint64_t next = 0;
+      if (!read_u64(ts + static_cast<uintptr_t>(l.ts_next), &next)) {
+        errors->add("python: thread state list unreadable");
+        break;
+      }
+      ts = next;
+    }
+    uint64_t next = 0;
+    if (!read_u64(interp + static_cast<uintptr_t>(l.is_next), &next)) break;
+    interp = next;
+  }
+  if (out->threads_total > out->nthreads) {
+    errors->add("python: more threads than the report keeps");
+  }
+}
+
+}  // namespace faultline::core
