@@ -15,6 +15,9 @@ constexpr size_t kDefaultArenaBytes = 16u << 20;
 
 class Arena {
  public:
+  // constexpr, so a global Arena (and CrashState) is constant-initialised:
+  // no dynamic constructor can run after the preload constructor and wipe it.
+  constexpr Arena() : base_(nullptr), size_(0), used_(0), exhausted_(false) {}
   // Install time (mmap). Returns false on failure.
   bool init(size_t bytes);
   void release();
@@ -32,9 +35,6 @@ class Arena {
   bool exhausted() const { return exhausted_; }
 
  private:
-  // No initialisers: the arena lives in a zero-initialised global that must
-  // not have a dynamic constructor (it could run after the preload
-  // constructor and wipe the installed state).
   char* base_;
   size_t size_;
   size_t used_;

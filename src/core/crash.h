@@ -16,18 +16,18 @@ namespace faultline::core {
 
 // Prepared at install, read-only in the handler.
 struct Config {
-  char dir[4096];  // absolute report directory (for messages)
-  int dir_fd;      // O_DIRECTORY fd, -1 if it could not be opened
-  int dir_errno;   // why not
-  bool write_stderr;
-  uint64_t signals;  // bit per signal
-  int max_frames;
-  int watchdog_seconds;
-  size_t arena_bytes;
+  char dir[4096]{};  // absolute report directory (for messages)
+  int dir_fd{};      // O_DIRECTORY fd, -1 if it could not be opened
+  int dir_errno{};   // why not
+  bool write_stderr{};
+  uint64_t signals{};  // bit per signal
+  int max_frames{};
+  int watchdog_seconds{};
+  size_t arena_bytes{};
   // Process facts gathered at install.
-  char argv[8192];  // NUL-separated
-  int argv_len;
-  int64_t start_sec, start_nsec;
+  char argv[8192]{};  // NUL-separated
+  int argv_len{};
+  int64_t start_sec{}, start_nsec{};
 };
 
 constexpr int kMaxThreads = 512;
@@ -62,12 +62,12 @@ struct Capture {
 };
 
 struct CrashState {
-  Config config;
-  Arena arena;
-  Capture* capture;  // in the arena
-  struct sigaction previous[65];
-  bool handled[65];
-  bool installed;
+  Config config{};
+  Arena arena{};
+  Capture* capture{};  // in the arena
+  struct sigaction previous[65]{};
+  bool handled[65]{};
+  bool installed{};
 };
 
 extern CrashState g_crash;

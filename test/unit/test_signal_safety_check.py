@@ -31,3 +31,12 @@ def test_added_malloc_fails_the_check():
         assert r.returncode == 1
         assert "malloc" in r.stdout and "leak.o" in r.stdout
         assert "printf" in r.stdout
+
+
+def test_library_has_no_dynamic_initialisers():
+    """A global with a dynamic constructor could run after the preload
+    constructor and wipe the installed state (it did once: the arena)."""
+    import subprocess
+    lib = os.environ["FAULTLINE_LIB"]
+    syms = subprocess.run(["nm", lib], capture_output=True, text=True, check=True).stdout
+    assert "_GLOBAL__sub_I" not in syms
