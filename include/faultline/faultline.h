@@ -45,6 +45,23 @@ typedef struct faultline_options {
   int watchdog_seconds;
   /* Size of the crash arena in bytes (mmapped at install). */
   size_t arena_bytes;
+  /* Threads whose native stacks are captured (the rest are listed only). */
+  int max_threads;
+  /* Real-time signal used to ask each thread for its stack at crash time. */
+  int thread_signal;
+  /* Milliseconds to wait for all threads to answer. */
+  int thread_timeout_ms;
+  /* Live-dump signal (e.g. SIGUSR2): a report of all threads, and the process
+   * goes on. 0: no dump signal. */
+  int dump_signal;
+  /* Seconds after install to take a live dump (faulthandler's
+   * dump_traceback_later); 0: never. */
+  int dump_after_seconds;
+  /* 1: end the process (exit status 1) after the timed dump. */
+  int exit_after_dump;
+  /* 1: give every new thread its own alternate signal stack, so a stack
+   * overflow on any thread is reported (interposes pthread_create). */
+  int thread_altstacks;
 } faultline_options;
 
 /* Fills *opts with the defaults, then applies the FAULTLINE_* environment
@@ -75,6 +92,14 @@ FAULTLINE_API int faultline_thread_annotate(const char* key, const char* value);
 /* Appends a breadcrumb (up to 255 bytes) to a ring of the last 64; the
  * report lists them oldest first with their times. */
 FAULTLINE_API void faultline_breadcrumb(const char* message);
+
+/* Writes a report of kind "dump" of the live process (every thread) and
+ * returns 0, or a negative errno value. The process goes on. */
+FAULTLINE_API int faultline_dump_now(void);
+
+/* Copies the path of the last report this process wrote into buf (always
+ * terminated); returns its length, or 0 if none was written. */
+FAULTLINE_API size_t faultline_last_report(char* buf, size_t size);
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 FAULTLINE_API const char* faultline_version(void);

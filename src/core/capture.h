@@ -61,6 +61,7 @@ struct ThreadCapture {
   bool holds_gil;
   const char* note;  // why not captured, etc.
   char state;        // from /proc stat, 0 if unknown
+  char wchan[48];    // from /proc wchan, for threads that did not answer
 };
 
 constexpr int kMaxErrors = 32;

@@ -22,6 +22,11 @@ struct Config {
   bool write_stderr{};
   uint64_t signals{};  // bit per signal
   int max_frames{};
+  int max_threads{};        // threads with full native stacks
+  int thread_signal{};      // real-time signal that asks a thread for its stack
+  int thread_timeout_ms{};  // how long to wait for all threads' answers
+  int dump_signal{};        // live-dump signal, 0: none
+  bool exit_after_dump{};   // the timed dump ends the process (faulthandler's exit=True)
   int watchdog_seconds{};
   size_t arena_bytes{};
   // Process facts gathered at install.
@@ -46,6 +51,9 @@ struct Capture {
   ModuleTable modules;
   ThreadCapture* threads;
   int nthreads;
+  int threads_total;  // threads the process had
+  int threads_cut;    // listed without stacks because of the cap
+  bool dump_ok;
   PythonCapture python;
   CaptureErrors errors;
   // What the application recorded.
@@ -68,12 +76,31 @@ struct CrashState {
   struct sigaction previous[65]{};
   bool handled[65]{};
   bool installed{};
+  pid_t pid{};                             // our pid, updated in fork children
+  int reserved_fd{-1};                     // closed at crash time so a report can be opened
+  void (*after_report)(const Capture&){};  // e.g. the torchelastic error file
 };
+
+// Crashes of other threads that arrived while the first one was reported.
+struct SecondaryCrash {
+  volatile int valid;
+  pid_t tid;
+  int signo;
+  int code;
+  uintptr_t pc;
+  uintptr_t addr;
+};
+constexpr int kMaxSecondary = 64;
+extern SecondaryCrash g_secondary[kMaxSecondary];
+extern volatile int g_nsecondary;
 
 extern CrashState g_crash;
 
 // handler.cpp
 void crash_signal_handler(int signo, siginfo_t* info, void* ucontext);
+void dump_signal_handler(int signo, siginfo_t* info, void* ucontext);
+int dumps_written();
+const char* last_report_path();
 
 // report.cpp: the diagnosis, and the two outputs.
 void diagnose(Capture* c);

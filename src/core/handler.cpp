@@ -18,23 +18,30 @@
 #include "core/crash.h"
 #include "core/elf_symbols.h"
 #include "core/raw_log.h"
+#include "core/recover.h"
 #include "core/signals.h"
 #include "core/str.h"
+#include "core/threads.h"
 #include "core/time_fmt.h"
 #include "core/unwind.h"
 
 namespace faultline::core {
 
 CrashState g_crash;
+// Set while a capture phase runs: a fault inside it jumps back to the
+// handler, which records the phase as failed and goes on with the next one.
+__thread sigjmp_buf t_recover __attribute__((tls_model("initial-exec")));
+__thread volatile int t_recover_armed __attribute__((tls_model("initial-exec")));
+
+// Crashes of other threads that arrived while the report was being made.
+SecondaryCrash g_secondary[kMaxSecondary];
+volatile int g_nsecondary = 0;
 
 namespace {
 
-// The thread that owns the crash; 0 while none does.
+// The thread that owns the crash (or a live dump); 0 while none does.
 volatile pid_t g_owner = 0;
-// Set while a capture phase runs: a fault inside it jumps back to the
-// handler, which records the phase as failed and goes on with the next one.
-sigjmp_buf g_recover;
-volatile int g_recover_armed = 0;
+volatile int g_owner_is_dump = 0;
 volatile const char* g_phase = "start";
 volatile int g_signo = 0;
 struct sigaction g_old_alarm;
@@ -119,13 +126,13 @@ void chain(int signo, siginfo_t* info) {
 template <typename Fn>
 void run_phase(const char* name, Capture* c, Fn fn) {
   g_phase = name;
-  if (sigsetjmp(g_recover, 1) == 0) {
-    g_recover_armed = 1;
+  if (sigsetjmp(t_recover, 1) == 0) {
+    t_recover_armed = 1;
     fn();
   } else {
     c->errors.add(name);  // the phase name says what was lost
   }
-  g_recover_armed = 0;
+  t_recover_armed = 0;
 }
 
 void capture_annotations(Capture* c, Arena* arena) {
@@ -151,10 +158,10 @@ void capture_annotations(Capture* c, Arena* arena) {
   }
 }
 
-void capture_all(Capture* c, int signo, siginfo_t* info, void* ucv) {
+void capture_all(Capture* c, const char* kind, int signo, siginfo_t* info, void* ucv) {
   Arena* arena = &g_crash.arena;
   const Config& cfg = g_crash.config;
-  c->kind = "crash";
+  c->kind = kind;
   c->signo = signo;
   c->info = *info;
   if (ucv) {
@@ -170,7 +177,7 @@ void capture_all(Capture* c, int signo, siginfo_t* info, void* ucv) {
 
   c->modules.capacity = kMaxModules;
   c->modules.items = arena->alloc_array<Module>(kMaxModules);
-  c->threads = arena->alloc_array<ThreadCapture>(1);
+  c->threads = arena->alloc_array<ThreadCapture>(kMaxThreads);
   if (!c->modules.items || !c->threads) {
     c->errors.add("arena: too small for the module table");
     return;
@@ -181,7 +188,7 @@ void capture_all(Capture* c, int signo, siginfo_t* info, void* ucv) {
   ThreadCapture* t = &c->threads[0];
   c->nthreads = 1;
   t->tid = c->tid;
-  t->crashed = true;
+  t->crashed = str_eq(kind, "crash");
   prctl(PR_GET_NAME, t->name, 0, 0, 0);
   t->frames = arena->alloc_array<NativeFrame>(static_cast<size_t>(cfg.max_frames));
   if (t->frames && c->have_uc) {
@@ -191,6 +198,16 @@ void capture_all(Capture* c, int signo, siginfo_t* info, void* ucv) {
       t->frames[i].module = find_module(c->modules, t->frames[i].pc);
     }
     t->captured = t->nframes > 0;
+  }
+  run_phase("threads: fault while capturing other threads", c, [&] {
+    c->nthreads = capture_other_threads(c->threads, kMaxThreads, cfg.max_threads, cfg.max_frames,
+                                        cfg.thread_timeout_ms, c->modules, arena, &c->threads_total,
+                                        &c->threads_cut, &c->errors);
+  });
+  for (int k = 1; k < c->nthreads; ++k) {
+    ThreadCapture* o = &c->threads[k];
+    for (int i = 0; i < o->nframes; ++i)
+      o->frames[i].module = find_module(c->modules, o->frames[i].pc);
   }
   run_phase("symbols: fault while reading symbol tables", c,
             [&] { symbolize_threads(c->modules, c->threads, c->nthreads, arena, &c->errors); });
@@ -202,10 +219,34 @@ void capture_all(Capture* c, int signo, siginfo_t* info, void* ucv) {
   run_phase("diagnosis: fault while diagnosing", c, [&] { diagnose(c); });
 }
 
+char g_last_report[4200];
+volatile int g_dumps_written = 0;
+
+// The crash state lives in the arena; each capture starts it afresh.
+Capture* begin_capture() {
+  g_crash.arena.reset();
+  Capture* c = static_cast<Capture*>(g_crash.arena.alloc(sizeof(Capture), alignof(Capture)));
+  g_crash.capture = c;
+  if (c) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    c->start_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+  }
+  return c;
+}
+
+void release_reserved_fd() {
+  int fd = __atomic_exchange_n(&g_crash.reserved_fd, -1, __ATOMIC_ACQ_REL);
+  if (fd >= 0) close(fd);
+}
+
 // Creates the report: <dir>/.faultline-<...>.json.tmp, written, renamed.
 // Falls back to writing the JSON on stderr when no file can be made.
-void write_report(const Capture& c) {
+bool write_report(const Capture& c) {
   const Config& cfg = g_crash.config;
+  // Frees the descriptor reserved at install: a process that ran out of file
+  // descriptors still gets its report.
+  release_reserved_fd();
   char stamp[16];
   format_compact(stamp, c.time_sec);
   char name[128], tmp[160];
@@ -216,8 +257,15 @@ void write_report(const Capture& c) {
 
   int err = cfg.dir_fd < 0 ? cfg.dir_errno : 0;
   bool written = false;
-  if (cfg.dir_fd >= 0) {
-    int fd = openat(cfg.dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int dir_fd = cfg.dir_fd;
+  if (dir_fd >= 0 && fcntl(dir_fd, F_GETFD) < 0) {
+    // The program closed our descriptor (daemons close all fds): open the
+    // directory again by its path.
+    dir_fd = open(cfg.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0) err = errno;
+  }
+  if (dir_fd >= 0) {
+    int fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
       err = errno;
     } else {
@@ -230,17 +278,19 @@ void write_report(const Capture& c) {
         written = false;
       }
       close(fd);
-      if (written && renameat(cfg.dir_fd, tmp, cfg.dir_fd, name) != 0) {
+      if (written && renameat(dir_fd, tmp, dir_fd, name) != 0) {
         err = errno;
         written = false;
       }
-      if (!written) unlinkat(cfg.dir_fd, tmp, 0);
+      if (!written) unlinkat(dir_fd, tmp, 0);
     }
+    if (dir_fd != cfg.dir_fd) close(dir_fd);
   }
   if (written) {
-    if (cfg.write_stderr)
-      raw_log("faultline: report written to ", cfg.dir, "/", name), raw_log("\n");
-    return;
+    StrBuf last(g_last_report, sizeof g_last_report);
+    last.add(cfg.dir).add("/").add(name);
+    if (cfg.write_stderr) raw_log("faultline: report written to ", g_last_report, "\n");
+    return true;
   }
   // No file: the whole report goes to stderr between markers, so nothing is
   // lost if stderr is kept.
@@ -249,57 +299,76 @@ void write_report(const Capture& c) {
   int ignored = 0;
   write_json_report(c, cfg, 2, &ignored);
   raw_log("--- faultline report end ---\n");
+  return false;
 }
 
 }  // namespace
 
 void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   int saved_errno = errno;
+  if (sys_getpid() != g_crash.pid) {
+    // A vfork child (it shares our memory, and fork handlers did not run)
+    // or a raw clone: touch nothing, die as without faultline.
+    die_with_default(signo);
+  }
   pid_t self = sys_gettid();
+  if (t_recover_armed) {
+    // A fault inside one of our own capture steps on this thread.
+    t_recover_armed = 0;
+    siglongjmp(t_recover, 1);
+  }
   pid_t expected = 0;
-  if (!__atomic_compare_exchange_n(&g_owner, &expected, self, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
+  for (;;) {
+    if (__atomic_compare_exchange_n(&g_owner, &expected, self, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+      break;
+    }
     if (expected == self) {
-      // A fault inside our own handler.
-      if (g_recover_armed) {
-        g_recover_armed = 0;
-        siglongjmp(g_recover, 1);
-      }
       raw_log("faultline: fault inside the crash handler (", const_cast<const char*>(g_phase),
               "); no report\n");
       die_with_default(g_signo ? g_signo : signo);
     }
-    // Another thread owns the crash: wait for it to finish and end the
-    // process. If it never does, the watchdog's bound applies here too.
-    int waited_ms = 0;
+    if (g_owner_is_dump) {
+      // A live dump is being written: let it finish, then report the crash.
+      struct timespec ts = {0, 1000 * 1000};
+      nanosleep(&ts, nullptr);
+      expected = 0;
+      continue;
+    }
+    // Another thread owns the crash: record ours for its report, leave our
+    // crash context for its stack request, and wait for the process to end.
+    int slot = __atomic_fetch_add(&g_nsecondary, 1, __ATOMIC_ACQ_REL);
+    if (slot < kMaxSecondary) {
+      SecondaryCrash& s = g_secondary[slot];
+      s.tid = self;
+      s.signo = signo;
+      s.code = info->si_code;
+      s.addr = reinterpret_cast<uintptr_t>(info->si_addr);
+      s.pc = ucv ? static_cast<uintptr_t>(static_cast<ucontext_t*>(ucv)->uc_mcontext.gregs[REG_RIP])
+                 : 0;
+      __atomic_store_n(&s.valid, 1, __ATOMIC_RELEASE);
+    }
+    note_secondary_crash(static_cast<ucontext_t*>(ucv));
     int limit_ms =
         (g_crash.config.watchdog_seconds > 0 ? g_crash.config.watchdog_seconds : 10) * 1000;
-    while (waited_ms < limit_ms) {
+    for (int waited = 0; waited < limit_ms; waited += 10) {
       struct timespec ts = {0, 10 * 1000 * 1000};
       nanosleep(&ts, nullptr);
-      waited_ms += 10;
     }
     die_with_default(signo);
   }
   g_signo = signo;
   const Config& cfg = g_crash.config;
   arm_watchdog(cfg.watchdog_seconds);
-
-  Capture* c = g_crash.capture;
-  g_crash.arena.reset();
-  // The Capture itself is the first arena allocation.
-  c = static_cast<Capture*>(g_crash.arena.alloc(sizeof(Capture), alignof(Capture)));
-  g_crash.capture = c;
+  Capture* c = begin_capture();
   if (c) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    c->start_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-    capture_all(c, signo, info, ucv);
+    capture_all(c, "crash", signo, info, ucv);
     if (cfg.write_stderr) {
       g_phase = "stderr summary";
       write_stderr_summary(*c, cfg);
     }
     write_report(*c);
+    if (g_crash.after_report) g_crash.after_report(*c);
   } else {
     raw_log("faultline: no crash arena; no report\n");
   }
@@ -308,6 +377,39 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   chain(signo, info);
   // Returning re-executes the faulting instruction under the restored
   // handler (or delivers the re-sent signal).
+}
+
+// A live dump: a report of every thread, then the process goes on.
+void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
+  int saved_errno = errno;
+  if (sys_getpid() != g_crash.pid) return;
+  pid_t self = sys_gettid();
+  pid_t expected = 0;
+  if (!__atomic_compare_exchange_n(&g_owner, &expected, self, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    errno = saved_errno;
+    return;  // a crash or another dump is in progress
+  }
+  g_owner_is_dump = 1;
+  Capture* c = begin_capture();
+  bool ok = false;
+  if (c) {
+    capture_all(c, "dump", signo, info, ucv);
+    c->dump_ok = true;
+    ok = write_report(*c);
+  }
+  g_dumps_written += ok ? 1 : 0;
+  g_owner_is_dump = 0;
+  __atomic_store_n(&g_owner, 0, __ATOMIC_RELEASE);
+  if (g_crash.config.exit_after_dump && info->si_code == SI_TIMER) _exit(1);
+  errno = saved_errno;
+}
+
+int dumps_written() {
+  return g_dumps_written;
+}
+const char* last_report_path() {
+  return g_last_report;
 }
 
 }  // namespace faultline::core

@@ -3,11 +3,14 @@
 // use getenv and the like; none of it is reachable from the handler.
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "core/crash.h"
@@ -16,6 +19,8 @@
 #include "core/safe_read.h"
 #include "core/signals.h"
 #include "core/str.h"
+#include "core/thread_stacks.h"
+#include "core/threads.h"
 #include "core/unwind.h"
 #include "faultline/faultline.h"
 
@@ -32,6 +37,50 @@ constexpr size_t kAltStackBytes = 256u << 10;
 void* g_altstack = nullptr;
 
 constexpr int kDefaultMaxFrames = 256;
+constexpr int kDefaultMaxThreads = 256;
+timer_t g_dump_timer;
+bool g_dump_timer_armed = false;
+struct sigaction g_previous_dump;
+int g_dump_signo = 0;
+
+void install_dump_signal(int signo) {
+  if (g_dump_signo == signo) return;
+  if (g_dump_signo > 0) sigaction(g_dump_signo, &g_previous_dump, nullptr);
+  g_dump_signo = 0;
+  if (signo <= 0) return;
+  struct sigaction sa = {};
+  sa.sa_sigaction = dump_signal_handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  if (sigaction(signo, &sa, &g_previous_dump) == 0) g_dump_signo = signo;
+}
+
+void arm_dump_timer(int seconds, int signo) {
+  if (g_dump_timer_armed) {
+    timer_delete(g_dump_timer);
+    g_dump_timer_armed = false;
+  }
+  if (seconds <= 0 || signo <= 0) return;
+  struct sigevent ev = {};
+  ev.sigev_notify = SIGEV_SIGNAL;
+  ev.sigev_signo = signo;
+  if (timer_create(CLOCK_MONOTONIC, &ev, &g_dump_timer) != 0) return;
+  struct itimerspec its = {};
+  its.it_value.tv_sec = seconds;
+  g_dump_timer_armed = timer_settime(g_dump_timer, 0, &its, nullptr) == 0;
+}
+
+// After fork: the child is a new process with its own pid (its reports get
+// their own names) and must not share the SafeReader's pipe with the parent.
+void atfork_child() {
+  g_crash.pid = static_cast<pid_t>(syscall(SYS_getpid));
+  safe_read_reset_after_fork();
+}
+
+void reserve_fd() {
+  if (g_crash.reserved_fd >= 0) return;
+  g_crash.reserved_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
 constexpr int kDefaultWatchdogSeconds = 10;
 
 void warn_bad(const char* var, const char* value, const char* why) {
@@ -59,6 +108,19 @@ void env_bool(const char* var, int* out) {
   } else {
     warn_bad(var, v, "expected 0 or 1");
   }
+}
+
+// One signal by name or number; "0" means none.
+void env_signal(const char* var, int* out) {
+  const char* v = getenv(var);
+  if (!v || !*v) return;
+  if (str_eq(v, "0")) {
+    *out = 0;
+    return;
+  }
+  int s = parse_signal(v);
+  if (s <= 0 || s == SIGKILL || s == SIGSTOP) return warn_bad(var, v, "unknown signal");
+  *out = s;
 }
 
 unsigned long long default_signals() {
@@ -147,6 +209,7 @@ using namespace faultline::core;
 extern "C" {
 
 void faultline_options_init(faultline_options* opts) {
+  *opts = faultline_options{};
   opts->report_dir = getenv("FAULTLINE_DIR");
   opts->signals = default_signals();
   opts->write_stderr = 1;
@@ -164,6 +227,24 @@ void faultline_options_init(faultline_options* opts) {
   v = static_cast<int64_t>(opts->arena_bytes >> 20);
   env_int("FAULTLINE_ARENA_MB", 1, 4096, &v);
   opts->arena_bytes = static_cast<size_t>(v) << 20;
+  v = kDefaultMaxThreads;
+  env_int("FAULTLINE_MAX_THREADS", 1, kMaxThreads - 1, &v);
+  opts->max_threads = static_cast<int>(v);
+  opts->thread_signal = SIGRTMAX - 3;
+  env_signal("FAULTLINE_THREAD_SIGNAL", &opts->thread_signal);
+  v = 1000;
+  env_int("FAULTLINE_THREAD_TIMEOUT_MS", 10, 60000, &v);
+  opts->thread_timeout_ms = static_cast<int>(v);
+  int dump = 0;
+  env_bool("FAULTLINE_DUMP", &dump);
+  opts->dump_signal = dump ? SIGUSR2 : 0;
+  env_signal("FAULTLINE_DUMP_SIGNAL", &opts->dump_signal);
+  v = 0;
+  env_int("FAULTLINE_DUMP_AFTER", 0, 365 * 86400, &v);
+  opts->dump_after_seconds = static_cast<int>(v);
+  env_bool("FAULTLINE_DUMP_AFTER_EXIT", &opts->exit_after_dump);
+  opts->thread_altstacks = 1;
+  env_bool("FAULTLINE_THREAD_ALTSTACKS", &opts->thread_altstacks);
 }
 
 int faultline_install(const faultline_options* opts) {
@@ -185,6 +266,21 @@ int faultline_install(const faultline_options* opts) {
   cfg->watchdog_seconds = opts->watchdog_seconds;
   cfg->arena_bytes = opts->arena_bytes;
   cfg->signals = opts->signals;
+  cfg->max_threads = opts->max_threads > 0 ? opts->max_threads : kDefaultMaxThreads;
+  cfg->thread_signal = opts->thread_signal;
+  cfg->thread_timeout_ms = opts->thread_timeout_ms > 0 ? opts->thread_timeout_ms : 1000;
+  cfg->exit_after_dump = opts->exit_after_dump != 0;
+  int dump_signo = opts->dump_signal;
+  if (opts->dump_after_seconds > 0 && dump_signo <= 0) dump_signo = SIGUSR2;
+  cfg->dump_signal = dump_signo;
+  g_crash.pid = static_cast<pid_t>(syscall(SYS_getpid));
+  static bool atfork_done = false;
+  if (!atfork_done) atfork_done = pthread_atfork(nullptr, nullptr, atfork_child) == 0;
+  reserve_fd();
+  threads_init(cfg->thread_signal);
+  install_dump_signal(dump_signo);
+  arm_dump_timer(opts->dump_after_seconds, dump_signo);
+  set_thread_altstacks(opts->thread_altstacks != 0);
   if (!g_argv_from_constructor) read_cmdline(cfg);
   if (cfg->start_sec == 0) {
     struct timespec ts;
@@ -214,6 +310,10 @@ int faultline_install(const faultline_options* opts) {
 }
 
 void faultline_uninstall(void) {
+  arm_dump_timer(0, 0);
+  install_dump_signal(0);
+  threads_uninstall();
+  set_thread_altstacks(false);
   for (int s = 1; s < 64; ++s) {
     if (g_crash.handled[s]) {
       sigaction(s, &g_crash.previous[s], nullptr);

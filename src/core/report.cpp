@@ -124,6 +124,17 @@ void diagnose(Capture* c) {
   bool fault = has_fault_address(c->signo, c->info.si_code);
 
   c->category = "crash";
+  if (!str_eq(c->kind, "crash")) {
+    c->category = c->kind;
+    StrBuf b(c->summary, sizeof c->summary);
+    b.add("live dump (").add(si ? si->name : "signal").add(") of ").add_dec(c->nthreads);
+    b.add(" threads");
+    Fnv h;
+    h.add(c->kind);
+    fmt_hex_bytes(c->signature, reinterpret_cast<const uint8_t*>(&h.h), 8);
+    c->signature[16] = '\0';
+    return;
+  }
   if (c->signo == SIGSEGV || c->signo == SIGBUS) {
     uintptr_t dist = addr > sp ? addr - sp : sp - addr;
     if (fault && pc == addr && pc != 0) {
@@ -306,7 +317,12 @@ void write_thread(JsonWriter& w, const Capture& c, const ThreadCapture& t) {
   }
   w.end_array();
   if (py) w.field_bool("interleaved", merged >= 0);
-  if (t.crashed) write_annotations(w, c.thread_annotations, c.nthread_annotations);
+  if (&t == &c.threads[0]) write_annotations(w, c.thread_annotations, c.nthread_annotations);
+  if (t.state) {
+    char st[2] = {t.state, '\0'};
+    w.field_str("state", st);
+  }
+  if (t.wchan[0]) w.field_str("wchan", t.wchan);
   if (t.crashed && c.have_uc) write_registers(w, c.uc);
   w.end_object();
 }
@@ -426,7 +442,30 @@ bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err) {
     w.null();
   }
 
-  w.field_num("crashed_tid", c.tid);
+  w.key("crashed_tid");
+  if (str_eq(c.kind, "crash")) {
+    w.num(c.tid);
+  } else {
+    w.null();
+    w.field_num("dumping_tid", c.tid);
+  }
+  w.key("other_crashes");
+  w.begin_array();
+  for (int i = 0; i < g_nsecondary && i < kMaxSecondary; ++i) {
+    const SecondaryCrash& s = g_secondary[i];
+    if (!__atomic_load_n(&s.valid, __ATOMIC_ACQUIRE)) continue;
+    const SignalInfo* ssi = find_signal(s.signo);
+    w.begin_object();
+    w.field_num("tid", s.tid);
+    w.field_str("signal", ssi ? ssi->name : "UNKNOWN");
+    w.field_num("code", s.code);
+    w.field_hex("pc", s.pc);
+    w.field_hex("fault_address", s.addr);
+    w.end_object();
+  }
+  w.end_array();
+  w.field_num("threads_total", c.threads_total > c.nthreads ? c.threads_total : c.nthreads);
+  w.field_num("threads_cut", c.threads_cut);
   w.key("threads");
   w.begin_array();
   for (int i = 0; i < c.nthreads; ++i) write_thread(w, c, c.threads[i]);

@@ -77,6 +77,16 @@ void safe_read_init() {
   }
 }
 
+void safe_read_reset_after_fork() {
+  if (g_pipe[0] >= 0) {
+    close(g_pipe[0]);
+    close(g_pipe[1]);
+    g_pipe[0] = g_pipe[1] = -1;
+  }
+  if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) g_pipe[0] = g_pipe[1] = -1;
+  g_pipe_busy = 0;
+}
+
 void safe_read_force(SafeReadMethod m) {
   g_method = static_cast<int>(m);
 }

@@ -19,6 +19,8 @@ enum class SafeReadMethod : int { kVmReadv = 0, kPipe = 1, kNone = 2 };
 
 // Called at install (not signal-safe: creates the pipe). Idempotent.
 void safe_read_init();
+// In a fork child: a pipe of its own (install-time context, not signal-safe).
+void safe_read_reset_after_fork();
 // Forces a method, for tests of the fallback. Install-time only.
 void safe_read_force(SafeReadMethod m);
 SafeReadMethod safe_read_method();

@@ -24,7 +24,7 @@ def test_added_malloc_fails_the_check():
         src = os.path.join(d, "leak.cpp")
         with open(src, "w") as f:
             f.write('#include <cstdlib>\n#include <cstdio>\n'
-                    'void* crash_path_helper(unsigned n) { printf("x"); return malloc(n); }\n')
+                    'void* crash_path_helper(unsigned n) { printf("%u", n); return malloc(n); }\n')
         obj = os.path.join(d, "leak.o")
         subprocess.run(["g++", "-c", "-O1", src, "-o", obj], check=True)
         r = subprocess.run([CHECK, ALLOW] + crash_objects() + [obj], capture_output=True, text=True)

@@ -1,0 +1,266 @@
+#include "core/threads.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/recover.h"
+#include "core/str.h"
+#include "core/unwind.h"
+
+namespace faultline::core {
+namespace {
+
+// One request per thread slot. state: 0 idle, 1 requested, 2 unwinding,
+// 3 done. Written by the owner before the signal, by the target after.
+struct Request {
+  volatile pid_t tid;
+  volatile int state;
+  ThreadCapture* slot;
+  int max_frames;
+};
+
+constexpr int kMaxRequests = 1024;
+Request g_requests[kMaxRequests];
+volatile int g_nrequests = 0;
+volatile int g_active = 0;
+const ModuleTable* volatile g_modules = nullptr;
+int g_signo = 0;
+struct sigaction g_previous;
+pid_t g_pid = 0;
+
+__thread const ucontext_t* t_secondary_uc __attribute__((tls_model("initial-exec")));
+
+pid_t sys_gettid() {
+  return static_cast<pid_t>(syscall(SYS_gettid));
+}
+pid_t sys_getpid() {
+  return static_cast<pid_t>(syscall(SYS_getpid));
+}
+
+void chain_previous(int signo, siginfo_t* info, void* uc) {
+  if (g_previous.sa_flags & SA_SIGINFO) {
+    if (g_previous.sa_sigaction) g_previous.sa_sigaction(signo, info, uc);
+  } else if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
+    g_previous.sa_handler(signo);
+  }
+}
+
+// The thread-dump signal's handler: runs on the target thread.
+void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
+  int saved = errno;
+  if (!g_active || info->si_code != SI_TKILL || info->si_pid != sys_getpid()) {
+    errno = saved;
+    chain_previous(signo, info, ucv);  // not ours: the program's own use of the signal
+    return;
+  }
+  pid_t self = sys_gettid();
+  int n = g_nrequests;
+  for (int i = 0; i < n && i < kMaxRequests; ++i) {
+    Request& r = g_requests[i];
+    int expected = 1;
+    if (r.tid != self || !__atomic_compare_exchange_n(&r.state, &expected, 2, false,
+                                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      continue;
+    }
+    const ucontext_t* uc = t_secondary_uc ? t_secondary_uc : static_cast<ucontext_t*>(ucv);
+    CaptureErrors errors = {};
+    // A fault while unwinding this thread (a corrupt stack) ends its walk,
+    // not the process: a live dump must survive it.
+    if (sigsetjmp(t_recover, 1) == 0) {
+      t_recover_armed = 1;
+      unwind_from_context(uc, *g_modules, r.slot, r.max_frames, &errors);
+    } else {
+      errors.add("unwind: fault while unwinding this thread (frames so far kept)");
+    }
+    t_recover_armed = 0;
+    if (errors.count) r.slot->note = errors.items[0];
+    if (t_secondary_uc) r.slot->note = "this thread crashed too, after the first crash";
+    __atomic_store_n(&r.state, 3, __ATOMIC_RELEASE);
+    break;
+  }
+  errno = saved;
+}
+
+struct LinuxDirent64 {
+  uint64_t d_ino;
+  int64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[1];
+};
+
+// Reads /proc/self/task/<tid>/<file> into out; returns bytes read or -1.
+long read_task_file(pid_t tid, const char* file, char* out, size_t cap) {
+  char path[64];
+  StrBuf p(path, sizeof path);
+  p.add("/proc/self/task/").add_dec(tid).add("/").add(file);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  long n = read(fd, out, cap - 1);
+  close(fd);
+  if (n < 0) return -1;
+  out[n] = '\0';
+  return n;
+}
+
+// The state letter from /proc/self/task/<tid>/stat ("R", "S", "D", ...).
+char read_thread_state(pid_t tid) {
+  char buf[512];
+  if (read_task_file(tid, "stat", buf, sizeof buf) <= 0) return 0;
+  // "tid (comm) S ..." where comm may contain spaces and parentheses.
+  const char* close_paren = nullptr;
+  for (const char* p = buf; *p; ++p) {
+    if (*p == ')') close_paren = p;
+  }
+  return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
+
+}  // namespace
+
+void read_thread_name(pid_t tid, char* out, size_t cap) {
+  long n = read_task_file(tid, "comm", out, cap);
+  if (n <= 0) {
+    out[0] = '\0';
+    return;
+  }
+  if (out[n - 1] == '\n') out[n - 1] = '\0';
+}
+
+void note_secondary_crash(const ucontext_t* uc) {
+  t_secondary_uc = uc;
+}
+
+void threads_init(int signo) {
+  g_pid = sys_getpid();
+  if (signo <= 0 || signo == g_signo) return;
+  threads_uninstall();
+  struct sigaction sa = {};
+  sa.sa_sigaction = thread_signal_handler;
+  sigemptyset(&sa.sa_mask);
+  // SA_RESTART: in a live dump the process goes on, and its interrupted
+  // system calls must not fail with EINTR because of us.
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  if (sigaction(signo, &sa, &g_previous) == 0) g_signo = signo;
+}
+
+void threads_uninstall() {
+  if (g_signo > 0) sigaction(g_signo, &g_previous, nullptr);
+  g_signo = 0;
+}
+
+int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks, int max_frames,
+                          int timeout_ms, const ModuleTable& modules, Arena* arena,
+                          int* threads_total, int* cut, CaptureErrors* errors) {
+  *threads_total = 1;
+  *cut = 0;
+  int count = 1;
+  pid_t self = threads[0].tid;
+  int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) {
+    errors->add("threads: /proc/self/task is not readable; only the crashing thread is listed");
+    return count;
+  }
+  char buf[4096];
+  for (;;) {
+    long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      const LinuxDirent64* d = reinterpret_cast<const LinuxDirent64*>(buf + off);
+      off += d->d_reclen;
+      int64_t tid = 0;
+      if (!parse_int(d->d_name, &tid) || tid <= 0 || tid == self) continue;
+      ++*threads_total;
+      if (count >= capacity) continue;
+      ThreadCapture* t = &threads[count++];
+      t->tid = static_cast<pid_t>(tid);
+    }
+  }
+  close(dir);
+  if (*threads_total > capacity) {
+    errors->add("threads: more threads than the report can list; the rest are counted only");
+  }
+
+  // Ask each thread (up to the cap) to unwind itself.
+  bool can_signal = g_signo > 0;
+  if (!can_signal)
+    errors->add("threads: no thread-dump signal installed; other stacks not captured");
+  g_modules = &modules;
+  int nreq = 0;
+  for (int i = 1; i < count; ++i) {
+    ThreadCapture* t = &threads[i];
+    read_thread_name(t->tid, t->name, sizeof t->name);
+    if (i <= max_with_stacks) {
+      t->frames = arena->alloc_array<NativeFrame>(static_cast<size_t>(max_frames));
+    }
+    if (i > max_with_stacks || nreq >= kMaxRequests || !t->frames) {
+      t->note = "over the thread cap (FAULTLINE_MAX_THREADS): stack not captured";
+      ++*cut;
+      continue;
+    }
+    if (!can_signal) continue;
+    Request& r = g_requests[nreq++];
+    r.tid = t->tid;
+    r.slot = t;
+    r.max_frames = max_frames;
+    __atomic_store_n(&r.state, 1, __ATOMIC_RELEASE);
+  }
+  g_nrequests = nreq;
+  __atomic_store_n(&g_active, 1, __ATOMIC_RELEASE);
+  for (int i = 0; i < nreq; ++i) {
+    if (syscall(SYS_tgkill, sys_getpid(), g_requests[i].tid, g_signo) != 0) {
+      g_requests[i].state = 4;  // gone (exited meanwhile)
+      g_requests[i].slot->note = "thread exited before it could be asked for its stack";
+    }
+  }
+  // One deadline for all: threads answer in parallel.
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    bool pending = false;
+    for (int i = 0; i < nreq && !pending; ++i) {
+      pending = __atomic_load_n(&g_requests[i].state, __ATOMIC_ACQUIRE) == 1 ||
+                __atomic_load_n(&g_requests[i].state, __ATOMIC_ACQUIRE) == 2;
+    }
+    if (!pending) break;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long elapsed_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    if (elapsed_ms >= timeout_ms) break;
+    struct timespec pause = {0, 200 * 1000};
+    nanosleep(&pause, nullptr);
+  }
+  // Withdraw what was not answered, so a late answer writes nowhere.
+  __atomic_store_n(&g_active, 0, __ATOMIC_RELEASE);
+  int unanswered = 0;
+  for (int i = 0; i < nreq; ++i) {
+    Request& r = g_requests[i];
+    int expected = 1;
+    if (__atomic_compare_exchange_n(&r.state, &expected, 0, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+      ++unanswered;
+      r.slot->captured = false;
+      r.slot->state = read_thread_state(r.tid);
+      read_task_file(r.tid, "wchan", r.slot->wchan, sizeof r.slot->wchan);
+      r.slot->note =
+          "did not answer the thread-dump signal (signals blocked or stuck in the kernel)";
+      r.slot->nframes = 0;
+    } else if (__atomic_load_n(&r.state, __ATOMIC_ACQUIRE) == 3) {
+      r.slot->captured = r.slot->nframes > 0;
+    } else if (r.state == 2) {
+      ++unanswered;
+      r.slot->note = "still unwinding when the wait ended; frames may be incomplete";
+    }
+  }
+  g_nrequests = 0;
+  if (unanswered) errors->add("threads: some threads did not answer in time; see their notes");
+  for (int i = 1; i < count; ++i) {
+    if (!threads[i].captured && !threads[i].state)
+      threads[i].state = read_thread_state(threads[i].tid);
+  }
+  return count;
+}
+
+}  // namespace faultline::core

@@ -1,0 +1,43 @@
+// Native stacks of every thread, captured in-process without ptrace.
+//
+// The thread that owns the crash lists the process's threads
+// (/proc/self/task, read with getdents64), gives each one a slot in the
+// arena, and sends it a dedicated real-time signal with tgkill. Each thread
+// unwinds itself from its own ucontext into its slot and marks it done; the
+// owner waits for all of them with one bounded timeout. A thread that does
+// not answer (signals blocked, stuck in the kernel) is listed with its state
+// and wchan from /proc and marked as not captured.
+//
+// Async-signal-safe.
+#pragma once
+
+#include <signal.h>
+
+#include "core/arena.h"
+#include "core/capture.h"
+#include "core/modules.h"
+
+namespace faultline::core {
+
+// Install time: installs the handler for the thread-dump signal (chaining to
+// any previous handler of that signal for signals that are not ours).
+void threads_init(int signo);
+void threads_uninstall();
+
+// Crash time. threads[0] is the owner's own (already captured) entry; fills
+// the rest. Returns the number of entries. `threads_total` receives the
+// number of threads seen, `cut` how many were listed without stacks because
+// of the cap.
+int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks, int max_frames,
+                          int timeout_ms, const ModuleTable& modules, Arena* arena,
+                          int* threads_total, int* cut, CaptureErrors* errors);
+
+// Reads a thread's name from /proc/self/task/<tid>/comm into out (cap bytes).
+void read_thread_name(pid_t tid, char* out, size_t cap);
+
+// A thread that crashed while another thread owned the crash records its
+// crash context here before waiting, so the dump request unwinds the crash
+// and not the wait.
+void note_secondary_crash(const ucontext_t* uc);
+
+}  // namespace faultline::core
