@@ -3,8 +3,6 @@
 // python_layouts test fails when they drift apart.
 #include "core/python/layouts.h"
 
-#include "core/str.h"
-
 namespace faultline::core::python {
 namespace {
 

@@ -334,7 +334,7 @@ void python_init(const ModuleTable* modules_or_null) {
     g_install.initialised = true;
   }
   ModuleTable table = {};
-  Arena scratch;
+  Arena scratch{};  // value-initialised: init() trusts base_ and size_
   bool own = false;
   const ModuleTable* modules = modules_or_null;
   if (!modules) {

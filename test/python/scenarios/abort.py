@@ -1,0 +1,9 @@
+# abort() from Python code.
+import os
+
+
+def give_up():
+    os.abort()
+
+
+give_up()

@@ -1,0 +1,13 @@
+# SIGBUS raised by signal.raise_signal inside a function.
+import signal
+
+
+def raise_it():
+    signal.raise_signal(signal.SIGBUS)
+
+
+def caller():
+    raise_it()
+
+
+caller()
