@@ -222,8 +222,16 @@ void capture_all(Capture* c, const char* kind, int signo, siginfo_t* info, void*
 char g_last_report[4200];
 volatile int g_dumps_written = 0;
 
+void release_reserved_fd() {
+  int fd = __atomic_exchange_n(&g_crash.reserved_fd, -1, __ATOMIC_ACQ_REL);
+  if (fd >= 0) close(fd);
+}
+
 // The crash state lives in the arena; each capture starts it afresh.
 Capture* begin_capture() {
+  // Frees the descriptor reserved at install: a process that ran out of file
+  // descriptors can still read symbol tables and write its report.
+  release_reserved_fd();
   g_crash.arena.reset();
   Capture* c = static_cast<Capture*>(g_crash.arena.alloc(sizeof(Capture), alignof(Capture)));
   g_crash.capture = c;
@@ -235,23 +243,20 @@ Capture* begin_capture() {
   return c;
 }
 
-void release_reserved_fd() {
-  int fd = __atomic_exchange_n(&g_crash.reserved_fd, -1, __ATOMIC_ACQ_REL);
-  if (fd >= 0) close(fd);
-}
-
 // Creates the report: <dir>/.faultline-<...>.json.tmp, written, renamed.
 // Falls back to writing the JSON on stderr when no file can be made.
 bool write_report(const Capture& c) {
   const Config& cfg = g_crash.config;
-  // Frees the descriptor reserved at install: a process that ran out of file
-  // descriptors still gets its report.
-  release_reserved_fd();
   char stamp[16];
   format_compact(stamp, c.time_sec);
   char name[128], tmp[160];
   StrBuf n(name, sizeof name);
-  n.add("faultline-").add(stamp).add("-").add_dec(c.pid).add("-").add_dec(c.tid).add(".json");
+  n.add("faultline-").add(stamp).add("-").add_dec(c.pid).add("-").add_dec(c.tid);
+  // Live dumps can come many times a second from one thread: number them.
+  static int sequence = 0;
+  if (sequence > 0) n.add("-").add_dec(sequence);
+  ++sequence;
+  n.add(".json");
   StrBuf t(tmp, sizeof tmp);
   t.add(".").add(name).add(".tmp");
 
@@ -384,11 +389,21 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
   int saved_errno = errno;
   if (sys_getpid() != g_crash.pid) return;
   pid_t self = sys_gettid();
-  pid_t expected = 0;
-  if (!__atomic_compare_exchange_n(&g_owner, &expected, self, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
-    errno = saved_errno;
-    return;  // a crash or another dump is in progress
+  // A dump asked for while another is being written waits for it (this
+  // thread still answers the other dump's stack request meanwhile); a crash
+  // in progress wins.
+  for (int waited_ms = 0;; ++waited_ms) {
+    pid_t expected = 0;
+    if (__atomic_compare_exchange_n(&g_owner, &expected, self, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+      break;
+    }
+    if (!g_owner_is_dump || expected == self || waited_ms > 10000) {
+      errno = saved_errno;
+      return;
+    }
+    struct timespec ts = {0, 1000 * 1000};
+    nanosleep(&ts, nullptr);
   }
   g_owner_is_dump = 1;
   Capture* c = begin_capture();
@@ -399,6 +414,13 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
     ok = write_report(*c);
   }
   g_dumps_written += ok ? 1 : 0;
+  // The process goes on: keep a descriptor in reserve again.
+  int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int none = -1;
+  if (spare >= 0 && !__atomic_compare_exchange_n(&g_crash.reserved_fd, &none, spare, false,
+                                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    close(spare);
+  }
   g_owner_is_dump = 0;
   __atomic_store_n(&g_owner, 0, __ATOMIC_RELEASE);
   if (g_crash.config.exit_after_dump && info->si_code == SI_TIMER) _exit(1);

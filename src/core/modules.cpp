@@ -59,6 +59,11 @@ void read_image(Module* m, uintptr_t phdr, size_t phnum) {
 void modules_init() {
   long n = readlink("/proc/self/exe", g_exe_path, sizeof g_exe_path - 1);
   g_exe_path[n > 0 ? n : 0] = '\0';
+  if (n <= 0) {
+    // No /proc: the path the kernel was asked to execute will do.
+    const char* execfn = reinterpret_cast<const char*>(getauxval(AT_EXECFN));
+    if (execfn) str_copy(g_exe_path, sizeof g_exe_path, execfn);
+  }
   g_exe_phdr = getauxval(AT_PHDR);
   g_exe_phnum = getauxval(AT_PHNUM);
   g_vdso = getauxval(AT_SYSINFO_EHDR);

@@ -193,10 +193,10 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
   for (int i = 1; i < count; ++i) {
     ThreadCapture* t = &threads[i];
     read_thread_name(t->tid, t->name, sizeof t->name);
-    if (i <= max_with_stacks) {
+    if (i < max_with_stacks) {
       t->frames = arena->alloc_array<NativeFrame>(static_cast<size_t>(max_frames));
     }
-    if (i > max_with_stacks || nreq >= kMaxRequests || !t->frames) {
+    if (i >= max_with_stacks || nreq >= kMaxRequests || !t->frames) {
       t->note = "over the thread cap (FAULTLINE_MAX_THREADS): stack not captured";
       ++*cut;
       continue;

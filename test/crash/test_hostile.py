@@ -1,0 +1,282 @@
+"""Every thread, every time: native stacks of all threads, and reports that
+survive hostile conditions. Each test is a real crashing process."""
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
+import fltest  # noqa: E402
+
+THREADS = fltest.program("threads")
+CRASHER = fltest.program("crasher")
+
+
+def others(rep):
+    return [t for t in rep["threads"] if not t.get("crashed")]
+
+
+def test_all_threads_have_native_stacks():
+    r = fltest.run([THREADS, "many", "9"])
+    assert r.returncode == -signal.SIGSEGV
+    rep = fltest.validate(r.report)
+    assert rep["threads_total"] == 10 and len(rep["threads"]) == 10
+    crashed = fltest.crashed_thread(rep)
+    assert fltest.native_symbols(crashed)[:2] == ["crash_now", "main"]
+    waits = {"wait_forever_in_cond": 0, "wait_forever_in_sleep": 0, "wait_forever_in_read": 0}
+    for t in others(rep):
+        assert t["captured"] is True, t
+        syms = fltest.native_symbols(t)
+        assert "waiter" in syms
+        for w in waits:
+            if w in syms:
+                waits[w] += 1
+        assert t["name"] == "threads"
+    assert waits == {"wait_forever_in_cond": 3, "wait_forever_in_sleep": 3, "wait_forever_in_read": 3}
+
+
+def test_200_live_threads_are_all_listed():
+    r = fltest.run([THREADS, "many", "199"], timeout=120)
+    rep = fltest.validate(r.report)
+    assert rep["threads_total"] == 200 and len(rep["threads"]) == 200
+    captured = [t for t in rep["threads"] if t["captured"]]
+    assert len(captured) == 200
+
+
+def test_thread_cap_summarises_the_rest():
+    r = fltest.run([THREADS, "many", "20"], env={"FAULTLINE_MAX_THREADS": "5"})
+    rep = fltest.validate(r.report)
+    assert len(rep["threads"]) == 21
+    assert rep["threads_cut"] == 16
+    assert sum(1 for t in rep["threads"] if t["captured"]) == 5
+    cut = [t for t in rep["threads"] if "thread cap" in (t.get("note") or "")]
+    assert len(cut) == 16
+
+
+def test_stack_overflow_in_a_worker_thread():
+    r = fltest.run([THREADS, "worker-overflow"])
+    base = fltest.run([THREADS, "worker-overflow"], preload=False)
+    assert r.returncode == base.returncode == -signal.SIGSEGV
+    rep = fltest.validate(r.report)
+    t = fltest.crashed_thread(rep)
+    assert t["tid"] != rep["process"]["pid"]
+    assert rep["diagnosis"]["category"] == "stack-overflow"
+    assert fltest.native_symbols(t)[:50] == ["overflow"] * 50
+    assert t["frames_truncated"] is True
+
+
+def test_thread_with_all_signals_blocked_is_listed_not_captured():
+    r = fltest.run([THREADS, "blocked"], env={"FAULTLINE_THREAD_TIMEOUT_MS": "200"})
+    assert r.returncode == -signal.SIGSEGV
+    rep = fltest.validate(r.report)
+    [t] = others(rep)
+    assert t["captured"] is False and t["frames"] == []
+    assert "did not answer" in t["note"]
+    assert t["state"] in ("S", "D", "R")
+    assert any("did not answer" in e for e in rep["faultline"]["errors"])
+
+
+def test_simultaneous_crashes_make_exactly_one_report():
+    for _ in range(3):
+        r = fltest.run([THREADS, "simultaneous", "8"], timeout=60)
+        assert r.returncode == -signal.SIGSEGV
+        rep = fltest.validate(r.report)  # exactly one report
+        t = fltest.crashed_thread(rep)
+        assert fltest.native_symbols(t)[0] == "simultaneous_crash"
+        for oc in rep["other_crashes"]:
+            assert oc["signal"] == "SIGSEGV" and oc["tid"] != t["tid"]
+        # Other threads that crashed are listed with their crash stacks.
+        # Threads that had crashed when asked for their stacks answer with
+        # their crash context.
+        for t2 in others(rep):
+            if "crashed too" in (t2.get("note") or ""):
+                assert any(oc["tid"] == t2["tid"] for oc in rep["other_crashes"])
+                assert fltest.native_symbols(t2)[0] == "simultaneous_crash"
+
+
+def test_crash_while_another_thread_hammers_malloc():
+    r = fltest.run([THREADS, "malloc-busy"], timeout=60)
+    assert r.returncode == -signal.SIGSEGV
+    rep = fltest.validate(r.report)
+    assert fltest.native_symbols(fltest.crashed_thread(rep))[0] == "crash_now"
+
+
+def test_abort_inside_malloc_with_a_corrupt_heap():
+    r = fltest.run([THREADS, "double-free"])
+    assert r.returncode == -signal.SIGABRT
+    rep = fltest.validate(r.report)
+    syms = fltest.native_symbols(fltest.crashed_thread(rep))
+    assert "main" in syms
+    assert "free(): double free" in r.stderr or "double free" in r.stderr
+
+
+def test_file_descriptors_exhausted():
+    r = fltest.run([THREADS, "fd-exhaust"])
+    assert r.returncode == -signal.SIGSEGV
+    rep = fltest.validate(r.report)
+    assert fltest.native_symbols(fltest.crashed_thread(rep))[0] == "crash_now"
+
+
+def test_forked_child_writes_its_own_report():
+    r = fltest.run([THREADS, "fork-child"])
+    assert r.returncode == 0
+    child_pid = int(r.stdout.split()[1])
+    assert r.stdout.split()[2:] == ["signal", "11"]
+    rep = fltest.validate(r.report)
+    assert rep["process"]["pid"] == child_pid
+    assert rep["process"]["ppid"] != child_pid
+
+
+def test_exec_keeps_faultline():
+    r = fltest.run([THREADS, "exec", CRASHER, "null-read"])
+    assert r.returncode == -signal.SIGSEGV
+    rep = fltest.validate(r.report)
+    assert rep["process"]["executable"].endswith("crasher")
+
+
+def test_faulthandler_coexists():
+    job = "import ctypes\ndef f():\n    ctypes.c_int64.from_address(16).value\nf()\n"
+    r = fltest.run(["/usr/bin/python3", "-X", "faulthandler", "-c", job])
+    base = fltest.run(["/usr/bin/python3", "-X", "faulthandler", "-c", job], preload=False)
+    assert r.returncode == base.returncode == -signal.SIGSEGV
+    # faulthandler's own output and faultline's report, both.
+    assert "Fatal Python error: Segmentation fault" in r.stderr
+    assert 'File "<string>", line 3 in f' in r.stderr
+    rep = fltest.validate(r.report)
+    assert rep["signal"]["name"] == "SIGSEGV"
+
+
+def test_disk_full_falls_back_to_stderr(tmp_path):
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        with open(mnt / "filler", "wb") as f:
+            try:
+                f.write(b"x" * 65536)
+            except OSError:
+                pass
+        r = fltest.run([CRASHER, "null-read"], env={"FAULTLINE_DIR": str(mnt)})
+        assert r.returncode == -signal.SIGSEGV
+        assert "could not write the report" in r.stderr
+        body = r.stderr.split("--- faultline report begin ---\n", 1)[1].split("--- faultline report end ---")[0]
+        fltest.validate(json.loads(body))
+        assert not [n for n in os.listdir(mnt) if n.startswith(".faultline")]  # no half report left
+    finally:
+        subprocess.run(["umount", str(mnt)])
+
+
+def test_directory_removed_after_start(tmp_path):
+    d = tmp_path / "gone"
+    d.mkdir()
+    # The directory disappears while the program runs: a shell removes it
+    # and then the crasher (already started with the fd open) crashes.
+    script = f'sleep 0.2; exec {CRASHER} null-read'
+    env = dict(FAULTLINE_DIR=str(d))
+    p = subprocess.Popen(["bash", "-c", script], env=dict(os.environ, LD_PRELOAD=fltest.LIB, **env),
+                         stderr=subprocess.PIPE)
+    time.sleep(0.05)
+    os.rmdir(d)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == -signal.SIGSEGV or p.returncode == 128 + 11
+    assert b"faultline report begin" in err or b"cannot be opened" in err
+
+
+def test_proc_not_mounted():
+    if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespaces here")
+    d = fltest.run(["true"], preload=False).report_dir
+    script = f"mount -t tmpfs none /proc && LD_PRELOAD={fltest.LIB} FAULTLINE_DIR={d} exec {THREADS} many 3"
+    p = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-c", script],
+                       capture_output=True, timeout=60)
+    assert p.returncode in (-signal.SIGSEGV, 128 + 11)
+    reports = [n for n in os.listdir(d) if n.startswith("faultline-")]
+    assert len(reports) == 1
+    rep = fltest.validate(json.load(open(os.path.join(d, reports[0]))))
+    assert any("/proc" in e for e in rep["faultline"]["errors"])
+    assert fltest.native_symbols(fltest.crashed_thread(rep))[0] == "crash_now"
+
+
+def test_live_dumps_leave_the_process_healthy():
+    d = fltest.run(["true"], preload=False).report_dir
+    env = dict(os.environ, LD_PRELOAD=fltest.LIB, FAULTLINE_DIR=d, FAULTLINE_DUMP="1",
+               FAULTLINE_STDERR="0")
+    p = subprocess.Popen([THREADS, "dump-wait", "3"], env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline() == b"ready\n"
+    for i in range(100):
+        before = len(os.listdir(d))
+        os.kill(p.pid, signal.SIGUSR2)
+        deadline = time.time() + 10
+        while len(os.listdir(d)) == before and time.time() < deadline:
+            time.sleep(0.002)
+        assert len(os.listdir(d)) == before + 1, f"dump {i} not written"
+    p.stdin.close()
+    assert p.wait(timeout=30) == 0
+    names = sorted(os.listdir(d))
+    reports = []
+    for n in names:
+        with open(os.path.join(d, n)) as f:
+            reports.append(json.load(f))
+    assert len(reports) == 100 or len({r["timestamp"] for r in reports}) >= 1
+    rep = fltest.validate(reports[-1])
+    assert rep["kind"] == "dump" and rep["crashed_tid"] is None
+    assert len(rep["threads"]) == 4
+    assert all(t["captured"] for t in rep["threads"])
+
+
+def test_gdb_thread_apply_all_bt_agrees(tmp_path):
+    if open("/proc/sys/kernel/core_pattern").read().strip() != "core":
+        pytest.skip("needs core_pattern 'core'")
+    env = dict(os.environ, LD_PRELOAD=fltest.LIB, FAULTLINE_DIR=str(tmp_path), FAULTLINE_STDERR="0")
+    subprocess.run([THREADS, "many", "6"], cwd=tmp_path, env=env, capture_output=True,
+                   preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (-1, -1)))
+    [name] = [n for n in os.listdir(tmp_path) if n.startswith("faultline-")]
+    rep = json.load(open(tmp_path / name))
+    out = subprocess.run(["gdb", "-batch", "-nx", "-ex", "thread apply all bt", THREADS,
+                          str(tmp_path / "core")], capture_output=True, text=True, timeout=120).stdout
+    import re
+    gdb_threads = {}
+    current = None
+    for line in out.splitlines():
+        m = re.match(r"^Thread \d+ \(Thread 0x[0-9a-f]+ \(LWP (\d+)\)", line)
+        if m:
+            current = int(m.group(1))
+            gdb_threads[current] = []
+            continue
+        m = re.match(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in )?(\S+) \(", line)
+        if m and current is not None:
+            gdb_threads[current].append((int(m.group(1)), m.group(2), m.group(3)))
+    assert len(gdb_threads) == 7, out
+    compared = 0
+    for t in rep["threads"]:
+        ours = [(int(f["pc"], 16), f.get("symbol")) for f in t["frames"]]
+        our_pcs = [pc for pc, _ in ours]
+        # gdb lists inlined frames without a pc; every frame it gives a pc
+        # for must be ours, in the same order.
+        gdb_pcs = [int(pc, 16) for _, pc, _ in gdb_threads[t["tid"]] if pc]
+        if not t["crashed"]:
+            # A waiting thread answered our signal and then went on inside
+            # its system call until the process died: its innermost
+            # (physical) frame may differ from the core's.
+            while gdb_pcs and gdb_pcs[0] not in our_pcs[1:]:
+                gdb_pcs.pop(0)
+            assert len(gdb_pcs) >= 3
+        it = iter(our_pcs)
+        assert all(pc in it for pc in gdb_pcs), f"thread {t['tid']}: {our_pcs} vs {gdb_pcs}\n{out}"
+        # Names of the test program's own frames agree exactly.
+        for _, pc, name in gdb_threads[t["tid"]]:
+            if pc and int(pc, 16) in our_pcs:
+                sym = ours[our_pcs.index(int(pc, 16))][1]
+                if name in ("waiter", "wait_forever_in_cond", "wait_forever_in_sleep",
+                            "wait_forever_in_read", "main"):
+                    assert sym == name
+                    compared += 1
+    assert compared >= 12

@@ -1,0 +1,167 @@
+/* Multi-threaded crash scenarios for the hostile-conditions tests.
+ *   threads MODE [N]
+ * Modes: many N (N waiting threads, main crashes), worker-overflow,
+ * blocked (a thread with every signal blocked), simultaneous N (N threads
+ * crash at once), malloc-busy (a thread hammers malloc while main crashes),
+ * double-free (abort inside free), fd-exhaust, fork-child, exec ARGS...,
+ * dump-wait N (threads wait; the test sends dump signals; exits 0 on stdin EOF). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+static pthread_barrier_t g_barrier;
+static volatile int g_sink;
+static volatile int* volatile g_null;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
+
+NOINLINE void wait_forever_in_cond(void) {
+  pthread_mutex_lock(&g_lock);
+  for (;;) pthread_cond_wait(&g_cond, &g_lock);
+}
+NOINLINE void wait_forever_in_sleep(void) {
+  for (;;) sleep(100);
+}
+NOINLINE void wait_forever_in_read(void) {
+  int fds[2];
+  char c;
+  if (pipe(fds) == 0) (void)!read(fds[0], &c, 1);
+  for (;;) pause();
+}
+
+static void* waiter(void* arg) {
+  long i = (long)arg;
+  pthread_barrier_wait(&g_barrier);
+  if (i % 3 == 0) wait_forever_in_cond();
+  if (i % 3 == 1) wait_forever_in_sleep();
+  wait_forever_in_read();
+  return NULL;
+}
+
+NOINLINE void crash_now(void) { *g_null = 1; }
+
+NOINLINE int overflow(int n) {
+  volatile char pad[512];
+  pad[0] = (char)n;
+  return overflow(n + 1) + pad[0];
+}
+static void* overflow_thread(void* arg) {
+  (void)arg;
+  g_sink = overflow(0);
+  return NULL;
+}
+
+static void* blocked_thread(void* arg) {
+  (void)arg;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  pthread_barrier_wait(&g_barrier);
+  wait_forever_in_sleep();
+  return NULL;
+}
+
+NOINLINE void simultaneous_crash(void) { *g_null = 2; }
+static void* crasher_thread(void* arg) {
+  (void)arg;
+  pthread_barrier_wait(&g_barrier);
+  simultaneous_crash();
+  return NULL;
+}
+
+static void* malloc_thread(void* arg) {
+  (void)arg;
+  pthread_barrier_wait(&g_barrier);
+  for (;;) {
+    void* p = malloc(64 + (rand() & 1023));
+    free(p);
+  }
+  return NULL;
+}
+
+static void start_threads(int n, void* (*fn)(void*)) {
+  pthread_barrier_init(&g_barrier, NULL, (unsigned)n + 1);
+  for (long i = 0; i < n; ++i) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, fn, (void*)i) != 0) {
+      perror("pthread_create");
+      exit(3);
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const char* mode = argv[1];
+  int n = argc > 2 ? atoi(argv[2]) : 4;
+  if (!strcmp(mode, "many")) {
+    start_threads(n, waiter);
+    pthread_barrier_wait(&g_barrier);
+    usleep(20000);
+    crash_now();
+  } else if (!strcmp(mode, "worker-overflow")) {
+    pthread_t t;
+    pthread_create(&t, NULL, overflow_thread, NULL);
+    pthread_join(t, NULL);
+  } else if (!strcmp(mode, "blocked")) {
+    start_threads(1, blocked_thread);
+    pthread_barrier_wait(&g_barrier);
+    usleep(20000);
+    crash_now();
+  } else if (!strcmp(mode, "simultaneous")) {
+    start_threads(n, crasher_thread);
+    pthread_barrier_wait(&g_barrier);
+    simultaneous_crash();
+  } else if (!strcmp(mode, "malloc-busy")) {
+    start_threads(1, malloc_thread);
+    pthread_barrier_wait(&g_barrier);
+    usleep(20000);
+    crash_now();
+  } else if (!strcmp(mode, "double-free")) {
+    /* Through a volatile pointer: the compiler may not elide the pair. */
+    void (*volatile release)(void*) = free;
+    char* p = malloc(100);
+    release(p);
+    release(p);
+  } else if (!strcmp(mode, "fd-exhaust")) {
+    struct rlimit rl = {64, 64};
+    setrlimit(RLIMIT_NOFILE, &rl);
+    while (open("/dev/null", O_RDONLY) >= 0) {
+    }
+    if (errno != EMFILE) return 4;
+    crash_now();
+  } else if (!strcmp(mode, "fork-child")) {
+    pid_t pid = fork();
+    if (pid == 0) crash_now();
+    int st = 0;
+    waitpid(pid, &st, 0);
+    printf("child %d %s %d\n", (int)pid, WIFSIGNALED(st) ? "signal" : "exit",
+           WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    return 0;
+  } else if (!strcmp(mode, "exec")) {
+    execv(argv[2], argv + 2);
+    return 5;
+  } else if (!strcmp(mode, "dump-wait")) {
+    start_threads(n, waiter);
+    pthread_barrier_wait(&g_barrier);
+    printf("ready\n");
+    fflush(stdout);
+    char buf[16];
+    while (read(0, buf, sizeof buf) > 0) {
+    }
+    return 0;
+  } else {
+    return 2;
+  }
+  return 0;
+}
