@@ -1,0 +1,285 @@
+// `faultline symbolize`: adds files, lines and inlined frames to a report's
+// native frames, or resolves bare addresses in one module (--module).
+//
+//   faultline symbolize faultline-....json -o symbolized.json
+//   faultline symbolize --module ./server 0x4011a6 0x4012f0
+//   nm -C ./server | ... | faultline symbolize --module ./server --json
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "symbolize/report_symbolizer.h"
+#include "symbolize/symbolize.h"
+
+namespace faultline::cli {
+namespace {
+
+namespace sym = faultline::symbolize;
+
+struct SymbolizeOptions {
+  std::vector<std::string> inputs;  // the report, or with --module the addresses
+  std::string output;
+  std::vector<std::string> debug_dirs;
+  bool in_place = false;
+  std::string module;
+  bool json = false;
+};
+
+constexpr int kOk = 0;
+constexpr int kBadInput = 1;
+constexpr int kUsage = 2;
+
+void error(const std::string& message) {
+  std::fprintf(stderr, "faultline symbolize: %s\n", message.c_str());
+}
+
+// Reads a whole file; on failure sets *why to the system's reason.
+bool read_file(const std::string& path, std::string* text, std::string* why) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *why = std::strerror(errno);
+      ::close(fd);
+      return false;
+    }
+    if (n == 0) break;
+    text->append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return true;
+}
+
+bool write_all(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Writes `data` to `path` through a temporary file in the same folder and a
+// rename, so a reader never sees half a report. Keeps the mode of the file it
+// replaces (reports are 0600).
+bool write_file_atomically(const std::string& path, const std::string& data, std::string* why) {
+  struct stat st;
+  mode_t mode = ::stat(path.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0644;
+  std::string tmp = path + ".tmp-symbolize-" + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) {
+    *why = "cannot create " + tmp + ": " + std::strerror(errno);
+    return false;
+  }
+  bool ok = write_all(fd, data) && ::fsync(fd) == 0;
+  int saved = errno;
+  ok = (::close(fd) == 0) && ok;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (ok) saved = errno;
+    ::unlink(tmp.c_str());
+    *why = "cannot write " + path + ": " + std::strerror(saved);
+    return false;
+  }
+  return true;
+}
+
+int symbolize_report_file(const SymbolizeOptions& o, const sym::SearchOptions& search) {
+  const std::string& path = o.inputs[0];
+  std::string text, why;
+  if (!read_file(path, &text, &why)) {
+    error("cannot read " + path + ": " + why);
+    return kBadInput;
+  }
+  nlohmann::ordered_json report;
+  sym::Symbolizer symbolizer(search);
+  sym::ReportStats stats;
+  try {
+    report = sym::parse_report(text);
+    stats = sym::symbolize_report(report, symbolizer);
+  } catch (const sym::BadReport& e) {
+    error(path + ": " + e.what());
+    return kBadInput;
+  }
+  // Debug info that could not be used is worth a line on stderr: it is why
+  // frames stay without lines.
+  for (const auto& m : report.value("modules", nlohmann::ordered_json::array())) {
+    if (!m.is_object() || !m.contains("debug_source") || !m["debug_source"].is_string()) continue;
+    if (m["debug_source"] == sym::to_string(sym::DebugSource::kBuildIdMismatch)) {
+      std::string reason = m.contains("debug_error") && m["debug_error"].is_string()
+                               ? m["debug_error"].get<std::string>()
+                               : std::string("build-id mismatch");
+      error("warning: " + reason + "; its frames keep no lines");
+    }
+  }
+  // Strings from DWARF are not always UTF-8: replace what JSON cannot carry
+  // rather than fail.
+  std::string out = report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  if (o.in_place || !o.output.empty()) {
+    const std::string& dest = o.in_place ? path : o.output;
+    if (!write_file_atomically(dest, out, &why)) {
+      error(why);
+      return kBadInput;
+    }
+    std::fprintf(stderr, "faultline symbolize: %s: %d of %d native frames named, %d with lines\n",
+                 dest.c_str(), stats.named, stats.native_frames, stats.with_lines);
+    return kOk;
+  }
+  if (!write_all(STDOUT_FILENO, out)) {
+    error(std::string("cannot write the output: ") + std::strerror(errno));
+    return kBadInput;
+  }
+  return kOk;
+}
+
+std::string json_string(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// One block per address, in llvm-symbolizer's layout with the address first:
+//   0x1139
+//   inlined_callee
+//   /src/a.h:12:3
+//   caller
+//   /src/a.c:40:10
+//   <empty line>
+// With --json, one object per line instead.
+void print_address(FILE* out, const std::string& text, const sym::AddressInfo& info, bool json) {
+  if (json) {
+    std::string line = "{\"address\":" + json_string(text) + ",\"frames\":[";
+    for (size_t i = 0; i < info.frames.size(); ++i) {
+      const auto& f = info.frames[i];
+      if (i) line += ",";
+      line += "{\"function\":" + json_string(f.function) + ",\"file\":" + json_string(f.file) +
+              ",\"line\":" + std::to_string(f.line) + ",\"column\":" + std::to_string(f.column) +
+              "}";
+    }
+    line += "]}\n";
+    std::fputs(line.c_str(), out);
+    return;
+  }
+  std::string block = text + "\n";
+  if (info.frames.empty()) block += "??\n??:0:0\n";
+  for (const auto& f : info.frames) {
+    block += (f.function.empty() ? "??" : f.function) + "\n";
+    block += (f.file.empty() ? "??" : f.file) + ":" + std::to_string(f.line) + ":" +
+             std::to_string(f.column) + "\n";
+  }
+  block += "\n";
+  std::fputs(block.c_str(), out);
+}
+
+int symbolize_addresses(const SymbolizeOptions& o, const sym::SearchOptions& search) {
+  auto module = sym::Module::open(o.module, "", search);
+  if (!module->usable()) {
+    error(module->error().empty() ? o.module + ": cannot be used" : module->error());
+    return kBadInput;
+  }
+  if (!module->error().empty() && !module->damaged()) error("warning: " + module->error());
+  int status = kOk;
+  auto one = [&](const std::string& token) {
+    uint64_t address = 0;
+    if (!sym::parse_address(token, &address)) {
+      error("not an address: '" + token + "' (expected 0x-prefixed hex or decimal)");
+      status = kBadInput;
+      return;
+    }
+    print_address(stdout, token, module->lookup(address), o.json);
+  };
+  // Damaged DWARF still gives what it can, but the exit status says so.
+  auto finish = [&] {
+    if (module->damaged()) {
+      error(module->error());
+      status = kBadInput;
+    }
+    return status;
+  };
+  if (!o.inputs.empty()) {
+    for (const auto& a : o.inputs) one(a);
+    return finish();
+  }
+  // Addresses on stdin, any white space between them. Flushing per line
+  // lets a script drive this as a co-process, one line in, one block out.
+  char line[4096];
+  while (std::fgets(line, sizeof line, stdin)) {
+    char* save = nullptr;
+    for (char* tok = strtok_r(line, " \t\r\n", &save); tok;
+         tok = strtok_r(nullptr, " \t\r\n", &save))
+      one(tok);
+    std::fflush(stdout);
+  }
+  return finish();
+}
+
+int run_symbolize(const SymbolizeOptions& o) {
+  sym::SearchOptions search;
+  search.debug_dirs = o.debug_dirs;
+  if (!o.module.empty()) {
+    if (o.in_place || !o.output.empty()) {
+      error("-o and --in-place apply to reports, not to --module");
+      return kUsage;
+    }
+    return symbolize_addresses(o, search);
+  }
+  if (o.inputs.size() != 1) {
+    error(o.inputs.empty() ? "expected a report (or --module FILE ADDR...)"
+                           : "expected one report, got " + std::to_string(o.inputs.size()));
+    return kUsage;
+  }
+  if (o.in_place && !o.output.empty()) {
+    error("--in-place and -o exclude each other");
+    return kUsage;
+  }
+  if (o.json) {
+    error("--json applies to --module");
+    return kUsage;
+  }
+  return symbolize_report_file(o, search);
+}
+
+}  // namespace
+
+void add_symbolize_command(CLI::App& app, int& status) {
+  auto opts = std::make_shared<SymbolizeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "symbolize",
+      "Add function, file, line and inlined calls to native frames using DWARF (offline)");
+  cmd->add_option("inputs", opts->inputs,
+                  "REPORT.json; with --module, addresses in the module's ELF address space "
+                  "(read from stdin when none are given)");
+  cmd->add_option("-o,--output", opts->output,
+                  "Write the symbolized report here (default: stdout)");
+  cmd->add_flag("--in-place", opts->in_place, "Replace REPORT.json with the symbolized report");
+  cmd->add_option("--debug-dir", opts->debug_dirs,
+                  "Also look for debug files here (by build-id, debuglink or name); repeatable")
+      ->allow_extra_args(false);
+  cmd->add_option("--module", opts->module, "Resolve bare addresses in this ELF file");
+  cmd->add_flag("--json", opts->json, "With --module: one JSON object per address");
+  cmd->callback([opts, &status] {
+    try {
+      status = run_symbolize(*opts);
+    } catch (const std::exception& e) {
+      // Nothing should get here; if something does, it is still bad input
+      // with a message, not a crash.
+      error(std::string("internal error: ") + e.what());
+      status = kBadInput;
+    }
+  });
+}
+
+}  // namespace faultline::cli

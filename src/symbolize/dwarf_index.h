@@ -1,0 +1,84 @@
+// Address lookups in one module's DWARF, built for many lookups per module:
+// the compile units' address ranges are read once into a sorted map, and a
+// unit's functions and inlined calls are indexed the first time an address
+// falls into that unit. A lookup is then two binary searches plus the line
+// table search libdw caches per unit, instead of a walk over the unit's DIE
+// tree per address. Internal to the symbolizer.
+#pragma once
+
+#include <elfutils/libdw.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "symbolize/symbolize.h"
+
+namespace faultline::symbolize::internal {
+
+// Non-overlapping segments built from possibly nested ranges: each point gets
+// the value of the range with the highest priority that covers it (for
+// nested scopes: the deepest one).
+class IntervalMap {
+ public:
+  struct Range {
+    uint64_t low, high;  // [low, high)
+    int value;
+    int priority;
+  };
+  void build(std::vector<Range> ranges);
+  // The value covering `address`, or -1.
+  int find(uint64_t address) const;
+  size_t size() const { return starts_.size(); }
+
+ private:
+  std::vector<uint64_t> starts_;
+  std::vector<int> values_;  // values_[i] holds on [starts_[i], starts_[i+1]); -1 = gap
+};
+
+class DwarfIndex {
+ public:
+  // `dwarf` must outlive the index.
+  explicit DwarfIndex(Dwarf* dwarf);
+  // Fills `out` (innermost first) with what DWARF knows about `address`:
+  // function names from subprograms and inlined subroutines, file and line
+  // from the line table. Returns false when no compile unit covers it.
+  bool lookup(uint64_t address, AddressInfo* out);
+  // Damage met while indexing (kept short); "" when none.
+  const std::string& error() const { return error_; }
+
+ private:
+  struct Scope {
+    Dwarf_Die die;
+    int parent;  // enclosing scope in the same inline chain, -1 at the subprogram
+  };
+  struct Unit {
+    Dwarf_Die die;
+    bool indexed = false;
+    std::vector<Scope> scopes;
+    IntervalMap map;
+    Dwarf_Files* files = nullptr;
+    size_t nfiles = 0;
+    std::string comp_dir;
+  };
+
+  void index_unit(Unit& unit);
+  void collect(Unit& unit, Dwarf_Die* parent_die, int parent_scope, int depth,
+               std::vector<IntervalMap::Range>* ranges);
+  const std::string& name_of(Dwarf_Die* die);
+  static std::string full_path(const Unit& unit, const char* name);
+  void note(const std::string& what);
+
+  Dwarf* dwarf_;
+  std::vector<Unit> units_;
+  IntervalMap unit_map_;
+  std::unordered_map<Dwarf_Off, std::string> names_;  // by DIE offset, demangled
+  std::string error_;
+};
+
+// Demangles an Itanium C++ name ("_ZN3foo3barEi" -> "foo::bar(int)"); other
+// names come back unchanged.
+std::string demangle(const char* name);
+
+}  // namespace faultline::symbolize::internal

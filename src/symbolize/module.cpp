@@ -1,0 +1,199 @@
+// Module: one ELF module, its debug information located once (see
+// debug_search.h for the order), then any number of lookups.
+#include <elfutils/libdwelf.h>
+
+#include <cerrno>
+
+#include "symbolize/debug_search.h"
+#include "symbolize/dwarf_index.h"
+#include "symbolize/elf_file.h"
+#include "symbolize/symbol_table.h"
+#include "symbolize/symbolize.h"
+
+namespace faultline::symbolize {
+
+const char* to_string(DebugSource source) {
+  switch (source) {
+    case DebugSource::kModule:
+      return "module";
+    case DebugSource::kDebuglink:
+      return "debuglink";
+    case DebugSource::kBuildIdDir:
+      return "build-id-dir";
+    case DebugSource::kDebugDir:
+      return "debug-dir";
+    case DebugSource::kDebuginfod:
+      return "debuginfod";
+    case DebugSource::kNone:
+      return "none";
+    case DebugSource::kBuildIdMismatch:
+      return "build-id mismatch";
+  }
+  return "none";
+}
+
+namespace internal {
+
+class ModuleData {
+ public:
+  std::string path;
+  std::string build_id;
+  std::string debug_file;
+  std::string error;
+  bool damaged = false;
+  DebugSource source = DebugSource::kNone;
+  std::unique_ptr<ElfFile> main;  // null when missing or another build
+  DebugFile debug;                // debug.file is null when the DWARF is main's own
+  DebugFile alt;                  // dwz supplementary file, if any
+  Dwarf* own_dwarf = nullptr;     // main's DWARF when source == kModule
+  std::unique_ptr<DwarfIndex> index;
+  SymbolTable symbols;
+
+  ~ModuleData() {
+    index.reset();
+    if (own_dwarf) dwarf_end(own_dwarf);
+  }
+
+  void open(const std::string& module_path, const std::string& expected,
+            const SearchOptions& options);
+};
+
+void ModuleData::open(const std::string& module_path, const std::string& expected,
+                      const SearchOptions& options) {
+  path = module_path;
+  std::string open_error;
+  int open_errno = 0;
+  main = ElfFile::open(path, &open_error, &open_errno);
+  bool mismatch = false;
+  if (main && !expected.empty() && main->build_id() != expected) {
+    // The file here is another build: its lines and names would be wrong.
+    mismatch = true;
+    error = path + " here has build-id " + (main->build_id().empty() ? "none" : main->build_id()) +
+            ", the report's is " + expected;
+    main.reset();
+  } else if (!main) {
+    error = open_error;
+  }
+
+  Dwarf* dwarf = nullptr;
+  build_id = main ? main->build_id() : expected;
+  if (main && main->has_dwarf()) {
+    own_dwarf = dwarf_begin_elf(main->elf(), DWARF_C_READ, nullptr);
+    if (own_dwarf) {
+      source = DebugSource::kModule;
+      dwarf = own_dwarf;
+      debug_file = path;
+    } else {
+      error = path + ": unreadable DWARF (" + dwarf_errmsg(-1) + ")";
+      damaged = true;
+    }
+  }
+  // Without the module file, only a debug file found by the report's
+  // build-id can be trusted; without any build-id there is nothing to match.
+  if (dwarf == nullptr && (main || !expected.empty())) {
+    SearchRequest request;
+    request.module_path = path;
+    request.main = main.get();
+    request.build_id = build_id;
+    std::vector<std::string> notes;
+    debug = find_separate_debug(request, options, &notes);
+    if (debug.dwarf) {
+      source = debug.source;
+      dwarf = debug.dwarf;
+      debug_file = debug.file->path();
+    } else if (!notes.empty() && error.empty()) {
+      error = notes.front();
+    }
+  }
+  if (dwarf) {
+    // dwz moves shared DIEs and strings into a supplementary file.
+    const char* alt_name = nullptr;
+    const void* alt_id = nullptr;
+    ssize_t n = dwelf_dwarf_gnu_debugaltlink(dwarf, &alt_name, &alt_id);
+    if (n > 0) {
+      alt = find_alt_debug(debug_file, alt_name ? alt_name : "",
+                           bytes_to_hex(static_cast<const unsigned char*>(alt_id), n), options);
+      if (alt.dwarf) {
+        dwarf_setalt(dwarf, alt.dwarf);
+      } else if (error.empty()) {
+        error = debug_file + ": supplementary debug file " + (alt_name ? alt_name : "") +
+                " not found; some names may be missing";
+      }
+    }
+    index = std::make_unique<DwarfIndex>(dwarf);
+    if (!index->error().empty()) {
+      damaged = true;
+      if (error.empty()) error = debug_file + ": " + index->error();
+    }
+  } else if (mismatch) {
+    source = DebugSource::kBuildIdMismatch;
+  }
+  // Names for code DWARF does not describe: the debug file's full .symtab
+  // first (stripped modules keep only .dynsym), then the module's own.
+  if (debug.file) symbols.add(debug.file->elf());
+  if (symbols.empty() && main) symbols.add(main->elf());
+  symbols.finish();
+}
+
+}  // namespace internal
+
+Module::Module() : data_(std::make_unique<internal::ModuleData>()) {}
+Module::~Module() = default;
+
+std::unique_ptr<Module> Module::open(const std::string& path, const std::string& expected_build_id,
+                                     const SearchOptions& options) {
+  std::unique_ptr<Module> m(new Module());
+  m->data_->open(path, expected_build_id, options);
+  return m;
+}
+
+AddressInfo Module::lookup(uint64_t address) {
+  AddressInfo info;
+  auto& d = *data_;
+  if (d.index) {
+    d.index->lookup(address, &info);
+    // Units are indexed on first use: damage may show up only now.
+    if (!d.damaged && !d.index->error().empty()) {
+      d.damaged = true;
+      if (d.error.empty()) d.error = d.debug_file + ": " + d.index->error();
+    }
+  }
+  // Code DWARF says nothing about, or whose function has no DIE: the symbol
+  // table still names the function.
+  const char* sym = nullptr;
+  if (info.frames.empty() || info.frames.back().function.empty()) sym = d.symbols.find(address);
+  if (sym) {
+    if (info.frames.empty()) info.frames.emplace_back();
+    info.frames.back().function = internal::demangle(sym);
+  }
+  return info;
+}
+
+DebugSource Module::debug_source() const {
+  return data_->source;
+}
+bool Module::damaged() const {
+  return data_->damaged;
+}
+bool Module::usable() const {
+  return data_->main != nullptr || data_->index != nullptr;
+}
+const std::string& Module::debug_file() const {
+  return data_->debug_file;
+}
+const std::string& Module::build_id() const {
+  return data_->build_id;
+}
+const std::string& Module::error() const {
+  return data_->error;
+}
+
+Module& Symbolizer::module(const std::string& path, const std::string& expected_build_id) {
+  auto key = std::make_pair(path, expected_build_id);
+  auto it = modules_.find(key);
+  if (it == modules_.end())
+    it = modules_.emplace(std::move(key), Module::open(path, expected_build_id, options_)).first;
+  return *it->second;
+}
+
+}  // namespace faultline::symbolize

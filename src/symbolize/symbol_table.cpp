@@ -1,0 +1,77 @@
+#include "symbolize/symbol_table.h"
+
+#include <gelf.h>
+
+#include <algorithm>
+
+namespace faultline::symbolize::internal {
+namespace {
+
+int binding_rank(int bind) {
+  switch (bind) {
+    case STB_GLOBAL:
+      return 3;
+    case STB_WEAK:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+Elf_Scn* find_section(Elf* elf, Elf64_Word type) {
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) != nullptr && shdr.sh_type == type) return scn;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool SymbolTable::add(Elf* elf) {
+  Elf_Scn* scn = find_section(elf, SHT_SYMTAB);
+  if (scn == nullptr) scn = find_section(elf, SHT_DYNSYM);
+  if (scn == nullptr) return false;
+  GElf_Shdr shdr;
+  Elf_Data* data = elf_getdata(scn, nullptr);
+  if (gelf_getshdr(scn, &shdr) == nullptr || data == nullptr || shdr.sh_entsize == 0) return false;
+  size_t count = data->d_size / shdr.sh_entsize;
+  for (size_t i = 0; i < count; ++i) {
+    GElf_Sym sym;
+    if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) break;
+    int type = GELF_ST_TYPE(sym.st_info);
+    if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
+        sym.st_value == 0)
+      continue;
+    const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+    if (name == nullptr || *name == '\0') continue;
+    symbols_.push_back({sym.st_value, sym.st_size, name, binding_rank(GELF_ST_BIND(sym.st_info))});
+  }
+  return true;
+}
+
+void SymbolTable::finish() {
+  // By address; at one address the best-ranked (and then the sized) first.
+  std::sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) {
+    if (a.address != b.address) return a.address < b.address;
+    if (a.rank != b.rank) return a.rank > b.rank;
+    return a.size > b.size;
+  });
+  symbols_.erase(
+      std::unique(symbols_.begin(), symbols_.end(),
+                  [](const Symbol& a, const Symbol& b) { return a.address == b.address; }),
+      symbols_.end());
+}
+
+const char* SymbolTable::find(uint64_t address) const {
+  auto it = std::upper_bound(symbols_.begin(), symbols_.end(), address,
+                             [](uint64_t a, const Symbol& s) { return a < s.address; });
+  if (it == symbols_.begin()) return nullptr;
+  const Symbol& s = *--it;
+  // A sized symbol covers [address, address+size); an unsized one (some
+  // assembly) covers up to the next symbol.
+  if (s.size != 0 && address - s.address >= s.size) return nullptr;
+  return s.name;
+}
+
+}  // namespace faultline::symbolize::internal
