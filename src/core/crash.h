@@ -76,9 +76,8 @@ struct CrashState {
   struct sigaction previous[65]{};
   bool handled[65]{};
   bool installed{};
-  pid_t pid{};                             // our pid, updated in fork children
-  int reserved_fd{-1};                     // closed at crash time so a report can be opened
-  void (*after_report)(const Capture&){};  // e.g. the torchelastic error file
+  pid_t pid{};          // our pid, updated in fork children
+  int reserved_fd{-1};  // closed at crash time so a report can be opened
 };
 
 // Crashes of other threads that arrived while the first one was reported.

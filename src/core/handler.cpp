@@ -23,6 +23,7 @@
 #include "core/str.h"
 #include "core/threads.h"
 #include "core/time_fmt.h"
+#include "core/torchelastic.h"
 #include "core/unwind.h"
 
 namespace faultline::core {
@@ -372,8 +373,10 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
       g_phase = "stderr summary";
       write_stderr_summary(*c, cfg);
     }
-    write_report(*c);
-    if (g_crash.after_report) g_crash.after_report(*c);
+    bool written = write_report(*c);
+    // torchrun's agent reads this file to name the root cause.
+    g_phase = "torchelastic error file";
+    write_torchelastic_error_file(*c, cfg.dir, written ? path_basename(g_last_report) : nullptr);
   } else {
     raw_log("faultline: no crash arena; no report\n");
   }

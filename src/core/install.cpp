@@ -13,6 +13,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "core/classify.h"
 #include "core/crash.h"
 #include "core/python.h"
 #include "core/raw_log.h"
@@ -21,6 +22,7 @@
 #include "core/str.h"
 #include "core/thread_stacks.h"
 #include "core/threads.h"
+#include "core/torchelastic.h"
 #include "core/unwind.h"
 #include "faultline/faultline.h"
 
@@ -260,6 +262,8 @@ int faultline_install(const faultline_options* opts) {
   modules_init();
   unwind_init();
   python_init(nullptr);
+  classify_init();
+  torchelastic_init();
   open_report_dir(cfg, opts->report_dir);
   cfg->write_stderr = opts->write_stderr != 0;
   cfg->max_frames = opts->max_frames > 0 ? opts->max_frames : kDefaultMaxFrames;
