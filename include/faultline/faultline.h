@@ -29,6 +29,17 @@ extern "C" {
 
 #define FAULTLINE_API __attribute__((visibility("default")))
 
+/* A user callback runs inside the crash handler (so it must be
+ * async-signal-safe: no malloc, no locks, no stdio) and may add key/value
+ * pairs to the report's "callback" object with faultline_callback_add(). */
+typedef struct faultline_callback_writer faultline_callback_writer;
+typedef void (*faultline_crash_callback)(faultline_callback_writer* writer, void* user_data);
+
+/* Async-signal-safe; for use inside the callback only. Up to 32 pairs; keys
+ * up to 63 bytes, values up to 1023 (longer ones are cut). */
+FAULTLINE_API void faultline_callback_add(faultline_callback_writer* writer, const char* key,
+                                          const char* value);
+
 /* Options of faultline_install(). Initialise with faultline_options_init(). */
 typedef struct faultline_options {
   /* Directory for reports; NULL or "" means the current directory. The
@@ -62,6 +73,9 @@ typedef struct faultline_options {
   /* 1: give every new thread its own alternate signal stack, so a stack
    * overflow on any thread is reported (interposes pthread_create). */
   int thread_altstacks;
+  /* Called in the crash handler after capture, before the report is written. */
+  faultline_crash_callback callback;
+  void* callback_data;
 } faultline_options;
 
 /* Fills *opts with the defaults, then applies the FAULTLINE_* environment

@@ -1,5 +1,6 @@
 // The public C API that is safe to call anywhere, signal handlers included.
 #include "core/annotations.h"
+#include "core/crash.h"
 #include "faultline/faultline.h"
 
 extern "C" {
@@ -14,6 +15,14 @@ int faultline_thread_annotate(const char* key, const char* value) {
 
 void faultline_breadcrumb(const char* message) {
   faultline::core::breadcrumb_add(message);
+}
+
+void faultline_callback_add(faultline_callback_writer* writer, const char* key, const char* value) {
+  auto* w = reinterpret_cast<faultline::core::CallbackWriter*>(writer);
+  if (!w || !key || w->count >= faultline::core::CallbackWriter::kMax) return;
+  const char* k = w->arena->dup(key, 63);
+  const char* v = w->arena->dup(value ? value : "", 1023);
+  if (k && v) w->items[w->count++] = {k, v};
 }
 
 }  // extern "C"

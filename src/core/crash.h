@@ -12,6 +12,8 @@
 #include "core/modules.h"
 #include "core/python.h"
 
+struct faultline_callback_writer;
+
 namespace faultline::core {
 
 // Prepared at install, read-only in the handler.
@@ -27,6 +29,8 @@ struct Config {
   int thread_timeout_ms{};  // how long to wait for all threads' answers
   int dump_signal{};        // live-dump signal, 0: none
   bool exit_after_dump{};   // the timed dump ends the process (faulthandler's exit=True)
+  void (*callback)(faultline_callback_writer*, void*){};
+  void* callback_data{};
   int watchdog_seconds{};
   size_t arena_bytes{};
   // Process facts gathered at install.
@@ -63,6 +67,8 @@ struct Capture {
   int nthread_annotations;
   BreadcrumbView* breadcrumbs;
   int nbreadcrumbs;
+  AnnotationView* callback_items;  // what the user callback added
+  int ncallback_items;
   // Diagnosis (computed after capture).
   char summary[512];
   const char* category;
@@ -78,6 +84,14 @@ struct CrashState {
   bool installed{};
   pid_t pid{};          // our pid, updated in fork children
   int reserved_fd{-1};  // closed at crash time so a report can be opened
+};
+
+// What faultline_callback_writer points to.
+struct CallbackWriter {
+  static constexpr int kMax = 32;
+  Arena* arena;
+  AnnotationView* items;
+  int count;
 };
 
 // Crashes of other threads that arrived while the first one was reported.

@@ -21,6 +21,7 @@
 #include "core/recover.h"
 #include "core/signals.h"
 #include "core/str.h"
+#include "core/terminate.h"
 #include "core/threads.h"
 #include "core/time_fmt.h"
 #include "core/torchelastic.h"
@@ -29,6 +30,7 @@
 namespace faultline::core {
 
 CrashState g_crash;
+TerminateInfo g_terminate;  // filled by the terminate handler (terminate.cpp)
 // Set while a capture phase runs: a fault inside it jumps back to the
 // handler, which records the phase as failed and goes on with the next one.
 __thread sigjmp_buf t_recover __attribute__((tls_model("initial-exec")));
@@ -189,7 +191,7 @@ void capture_all(Capture* c, const char* kind, int signo, siginfo_t* info, void*
   ThreadCapture* t = &c->threads[0];
   c->nthreads = 1;
   t->tid = c->tid;
-  t->crashed = str_eq(kind, "crash");
+  t->crashed = !str_eq(kind, "dump");
   prctl(PR_GET_NAME, t->name, 0, 0, 0);
   t->frames = arena->alloc_array<NativeFrame>(static_cast<size_t>(cfg.max_frames));
   if (t->frames && c->have_uc) {
@@ -217,6 +219,15 @@ void capture_all(Capture* c, const char* kind, int signo, siginfo_t* info, void*
   });
   run_phase("annotations: fault while copying annotations", c,
             [&] { capture_annotations(c, arena); });
+  if (cfg.callback) {
+    run_phase("callback: fault inside the user callback", c, [&] {
+      CallbackWriter w = {arena, arena->alloc_array<AnnotationView>(CallbackWriter::kMax), 0};
+      if (!w.items) return;
+      cfg.callback(reinterpret_cast<faultline_callback_writer*>(&w), cfg.callback_data);
+      c->callback_items = w.items;
+      c->ncallback_items = w.count;
+    });
+  }
   run_phase("diagnosis: fault while diagnosing", c, [&] { diagnose(c); });
 }
 
@@ -368,7 +379,9 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   arm_watchdog(cfg.watchdog_seconds);
   Capture* c = begin_capture();
   if (c) {
-    capture_all(c, "crash", signo, info, ucv);
+    // abort() from our terminate handler: an uncaught C++ exception.
+    bool terminating = signo == SIGABRT && __atomic_load_n(&g_terminate.set, __ATOMIC_ACQUIRE);
+    capture_all(c, terminating ? "terminate" : "crash", signo, info, ucv);
     if (cfg.write_stderr) {
       g_phase = "stderr summary";
       write_stderr_summary(*c, cfg);

@@ -20,6 +20,7 @@
 #include "core/safe_read.h"
 #include "core/signals.h"
 #include "core/str.h"
+#include "core/terminate.h"
 #include "core/thread_stacks.h"
 #include "core/threads.h"
 #include "core/torchelastic.h"
@@ -274,6 +275,8 @@ int faultline_install(const faultline_options* opts) {
   cfg->thread_signal = opts->thread_signal;
   cfg->thread_timeout_ms = opts->thread_timeout_ms > 0 ? opts->thread_timeout_ms : 1000;
   cfg->exit_after_dump = opts->exit_after_dump != 0;
+  cfg->callback = opts->callback;
+  cfg->callback_data = opts->callback_data;
   int dump_signo = opts->dump_signal;
   if (opts->dump_after_seconds > 0 && dump_signo <= 0) dump_signo = SIGUSR2;
   cfg->dump_signal = dump_signo;
@@ -285,6 +288,7 @@ int faultline_install(const faultline_options* opts) {
   install_dump_signal(dump_signo);
   arm_dump_timer(opts->dump_after_seconds, dump_signo);
   set_thread_altstacks(opts->thread_altstacks != 0);
+  install_terminate_handler();
   if (!g_argv_from_constructor) read_cmdline(cfg);
   if (cfg->start_sec == 0) {
     struct timespec ts;
@@ -318,6 +322,7 @@ void faultline_uninstall(void) {
   install_dump_signal(0);
   threads_uninstall();
   set_thread_altstacks(false);
+  uninstall_terminate_handler();
   for (int s = 1; s < 64; ++s) {
     if (g_crash.handled[s]) {
       sigaction(s, &g_crash.previous[s], nullptr);
@@ -333,6 +338,29 @@ int faultline_installed(void) {
 
 const char* faultline_version(void) {
   return FAULTLINE_VERSION;
+}
+
+int faultline_dump_now(void) {
+  if (!g_crash.installed) return -ENOTCONN;
+  int before = dumps_written();
+  if (g_dump_signo > 0) {
+    // Delivered to this thread before tgkill returns.
+    syscall(SYS_tgkill, g_crash.pid, syscall(SYS_gettid), g_dump_signo);
+  } else {
+    siginfo_t si = {};
+    si.si_signo = SIGUSR2;
+    si.si_code = SI_USER;
+    si.si_pid = g_crash.pid;
+    ucontext_t uc;
+    getcontext(&uc);
+    dump_signal_handler(SIGUSR2, &si, &uc);
+  }
+  return dumps_written() > before ? 0 : -EIO;
+}
+
+size_t faultline_last_report(char* buf, size_t size) {
+  if (!buf || size == 0) return 0;
+  return str_copy(buf, size, last_report_path());
 }
 
 }  // extern "C"

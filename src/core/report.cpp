@@ -12,6 +12,7 @@
 #include "core/safe_read.h"
 #include "core/signals.h"
 #include "core/str.h"
+#include "core/terminate.h"
 #include "core/time_fmt.h"
 
 #ifndef FAULTLINE_VERSION
@@ -124,7 +125,7 @@ void diagnose(Capture* c) {
   bool fault = has_fault_address(c->signo, c->info.si_code);
 
   c->category = "crash";
-  if (!str_eq(c->kind, "crash")) {
+  if (str_eq(c->kind, "dump")) {
     c->category = c->kind;
     StrBuf b(c->summary, sizeof c->summary);
     b.add("live dump (").add(si ? si->name : "signal").add(") of ").add_dec(c->nthreads);
@@ -164,17 +165,36 @@ void diagnose(Capture* c) {
       break;
     }
   }
+  bool terminate = str_eq(c->kind, "terminate");
+  if (terminate) {
+    c->category = "uncaught-exception";
+    // The thrower: the frame below __cxa_throw, when the stack has it.
+    for (int i = 0; t && i + 1 < t->nframes; ++i) {
+      if (t->frames[i].symbol && str_eq(t->frames[i].symbol, "__cxa_throw")) {
+        where = &t->frames[i + 1];
+        break;
+      }
+    }
+  }
   // The innermost Python frame of the crashed thread, if any.
   const PyThread* py = t ? python_thread_for(*c, t->tid) : nullptr;
   const PyFrame* pyf = (py && py->nframes > 0) ? &py->frames[0] : nullptr;
 
   StrBuf b(c->summary, sizeof c->summary);
-  b.add(si ? si->name : "signal");
-  if (code) b.add(" (").add(code->description);
+  if (terminate) {
+    b.add("uncaught C++ exception");
+    if (g_terminate.has_exception) {
+      b.add(" of type ").add(g_terminate.type);
+      if (g_terminate.message[0]) b.add(": ").add_n(g_terminate.message, 160);
+    }
+  } else {
+    b.add(si ? si->name : "signal");
+  }
+  if (code && !terminate) b.add(" (").add(code->description);
   if (fault) {
     b.add(code ? " at " : " (at ").add_hex(addr);
   }
-  if (code || fault) b.add(")");
+  if ((code && !terminate) || fault) b.add(")");
   if (where) {
     b.add(" in ");
     write_frame_name(&b, *c, *where);
@@ -188,6 +208,7 @@ void diagnose(Capture* c) {
   Fnv h;
   h.add(si ? si->name : "?");
   h.add(c->category);
+  if (terminate) h.add(g_terminate.type);
   int used = 0;
   for (int i = 0; t && i < t->nframes && used < 6; ++i) {
     const NativeFrame& f = t->frames[i];
@@ -421,6 +442,29 @@ bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err) {
   }
   w.end_object();
 
+  if (str_eq(c.kind, "terminate")) {
+    w.key("exception");
+    w.begin_object();
+    if (g_terminate.has_exception) {
+      w.field_str("type", g_terminate.type);
+      if (g_terminate.message[0] || g_terminate.message_truncated) {
+        w.str_exact("message", g_terminate.message, str_len(g_terminate.message));
+        if (g_terminate.message_truncated) w.field_bool("message_truncated", true);
+      }
+    } else {
+      w.key("type");
+      w.null();
+    }
+    // An uncaught exception terminates before any unwinding, so the stack
+    // still holds the throw site when __cxa_throw is on it.
+    bool throw_site = false;
+    const ThreadCapture* ct = crashed_thread(c);
+    for (int i = 0; ct && i < ct->nframes && !throw_site; ++i) {
+      throw_site = ct->frames[i].symbol && str_eq(ct->frames[i].symbol, "__cxa_throw");
+    }
+    w.field_str("stack", throw_site ? "throw site" : "terminate (the throw site was unwound)");
+    w.end_object();
+  }
   w.key("diagnosis");
   w.begin_object();
   w.field_str("summary", c.summary);
@@ -443,7 +487,7 @@ bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err) {
   }
 
   w.key("crashed_tid");
-  if (str_eq(c.kind, "crash")) {
+  if (!str_eq(c.kind, "dump")) {
     w.num(c.tid);
   } else {
     w.null();
@@ -512,6 +556,15 @@ bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err) {
   w.end_array();
 
   write_annotations(w, c.annotations, c.nannotations);
+  if (c.ncallback_items > 0) {
+    w.key("callback");
+    w.begin_object();
+    for (int i = 0; i < c.ncallback_items; ++i) {
+      w.key(c.callback_items[i].key);
+      w.str(c.callback_items[i].value);
+    }
+    w.end_object();
+  }
   w.key("breadcrumbs");
   w.begin_array();
   for (int i = 0; i < c.nbreadcrumbs; ++i) {

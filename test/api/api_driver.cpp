@@ -1,0 +1,111 @@
+// Drives the C++ API for the API tests:
+//   api_driver annotate16    16 threads serve requests with scoped request ids; one crashes
+//   api_driver terminate-runtime | terminate-custom | terminate-int
+//   api_driver reinstall     install, uninstall (a crash is not reported), install, crash
+//   api_driver uninstalled   install, uninstall, crash: no report
+//   api_driver dump-serving  dump_now() from a thread while 8 others serve; then exit 0
+//   api_driver callback      the user callback adds to the report; then crash
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <faultline/faultline.hpp>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+volatile int* volatile g_null = nullptr;
+std::atomic<bool> g_stop{false};
+std::atomic<long> g_served{0};
+
+struct CustomError {
+  int code;
+};
+
+__attribute__((noinline)) void crash_in_request(int id) {
+  *g_null = id;
+}
+
+__attribute__((noinline)) void serve(int worker, int request, int poisoned) {
+  std::string id = "req-" + std::to_string(worker) + "-" + std::to_string(request);
+  faultline::ScopedAnnotation scope("request_id", id.c_str());
+  if (worker == 11 && request == poisoned) crash_in_request(request);
+  g_served.fetch_add(1);
+}
+
+__attribute__((noinline)) void throw_it(const char* kind) {
+  if (!strcmp(kind, "runtime")) throw std::runtime_error("bad tensor shape [3, 224]");
+  if (!strcmp(kind, "custom")) throw CustomError{7};
+  throw 42;
+}
+
+void callback(faultline_callback_writer* w, void* data) {
+  faultline_callback_add(w, "queue_depth", static_cast<const char*>(data));
+  faultline_callback_add(w, "phase", "serving");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  std::string mode = argv[1];
+  faultline::Options opts;
+  if (mode == "callback") {
+    static char depth[] = "17";
+    opts.callback = callback;
+    opts.callback_data = depth;
+  }
+  if (faultline::install(opts) != 0) return 3;
+  faultline::annotate("model", "resnet50");
+  faultline::annotate("build", faultline::version());
+
+  if (mode == "annotate16") {
+    std::vector<std::thread> threads;
+    for (int w = 0; w < 16; ++w) {
+      threads.emplace_back([w] {
+        for (int r = 0;; ++r) {
+          serve(w, r, 500);
+          if (g_stop) return;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  } else if (mode.rfind("terminate-", 0) == 0) {
+    throw_it(mode.c_str() + 10);
+  } else if (mode == "reinstall") {
+    faultline::uninstall();
+    if (faultline::installed()) return 4;
+    if (faultline::install(opts) != 0) return 5;
+    crash_in_request(1);
+  } else if (mode == "uninstalled") {
+    faultline::uninstall();
+    crash_in_request(2);
+  } else if (mode == "dump-serving") {
+    std::vector<std::thread> threads;
+    for (int w = 0; w < 8; ++w) {
+      threads.emplace_back([w] {
+        std::string id = "worker-" + std::to_string(w);
+        faultline::ScopedAnnotation scope("worker", id.c_str());
+        while (!g_stop) {
+          g_served.fetch_add(1);
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    int dumps = 0;
+    for (int i = 0; i < 5; ++i) dumps += faultline::dump_now() == 0;
+    long before = g_served.load();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    g_stop = true;
+    for (auto& t : threads) t.join();
+    std::printf("dumps=%d served_after=%ld last=%s\n", dumps, g_served.load() - before,
+                faultline::last_report().c_str());
+    return dumps == 5 ? 0 : 6;
+  } else if (mode == "callback") {
+    crash_in_request(3);
+  }
+  return 1;
+}

@@ -1,0 +1,91 @@
+"""The linked C++ API: crash keys, uncaught exceptions, install/uninstall,
+dump_now while serving, and the user callback. The driver links
+libfaultline.so (no preload)."""
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
+import fltest  # noqa: E402
+
+DRIVER = fltest.program("api_driver")
+
+
+def run(mode, **kw):
+    d = fltest.run(["true"], preload=False).report_dir
+    return fltest.run([DRIVER, mode], preload=False, env={"FAULTLINE_DIR": d}, report_dir=d, **kw)
+
+
+def test_annotations_process_wide_and_per_thread_from_16_threads():
+    r = run("annotate16", timeout=120)
+    assert r.returncode == -signal.SIGSEGV
+    rep = fltest.validate(r.report)
+    assert rep["annotations"]["model"] == "resnet50"
+    assert rep["annotations"]["build"] == rep["faultline"]["version"]
+    t = fltest.crashed_thread(rep)
+    assert t["annotations"] == {"request_id": "req-11-500"}
+    assert fltest.native_symbols(t)[0] == "_ZN12_GLOBAL__N_116crash_in_requestEi"
+    assert len(rep["threads"]) == 17
+
+
+def check_terminate(mode, type_name, message):
+    r = run(mode)
+    assert r.returncode == -signal.SIGABRT
+    rep = fltest.validate(r.report)
+    assert rep["kind"] == "terminate"
+    assert rep["exception"]["type"] == type_name
+    assert rep["exception"].get("message") == message
+    assert rep["exception"]["stack"] == "throw site"
+    syms = fltest.native_symbols(fltest.crashed_thread(rep))
+    assert "__cxa_throw" in syms
+    thrower = syms[syms.index("__cxa_throw") + 1]
+    assert "throw_it" in thrower
+    assert rep["diagnosis"]["category"] == "uncaught-exception"
+    assert "throw_it" in rep["diagnosis"]["summary"]
+    # libstdc++'s own message still appears.
+    assert "terminate called after throwing" in r.stderr
+    return rep
+
+
+def test_terminate_with_runtime_error():
+    rep = check_terminate("terminate-runtime", "St13runtime_error", "bad tensor shape [3, 224]")
+    assert "bad tensor shape" in rep["diagnosis"]["summary"]
+
+
+def test_terminate_with_custom_type():
+    check_terminate("terminate-custom", "N12_GLOBAL__N_111CustomErrorE", None)
+
+
+def test_terminate_with_non_std_exception():
+    check_terminate("terminate-int", "i", None)
+
+
+def test_install_uninstall_install():
+    r = run("reinstall")
+    assert r.returncode == -signal.SIGSEGV
+    assert len(r.reports) == 1
+    r = run("uninstalled")
+    assert r.returncode == -signal.SIGSEGV
+    assert r.reports == []
+
+
+def test_dump_now_while_serving():
+    r = run("dump-serving", timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("dumps=5 ")
+    served_after = int(r.stdout.split()[1].split("=")[1])
+    assert served_after > 0  # still serving after the dumps
+    assert len(r.reports) == 5
+    for rep in r.reports:
+        fltest.validate(rep)
+        assert rep["kind"] == "dump" and rep["crashed_tid"] is None
+        assert len(rep["threads"]) == 9
+        assert all(t["captured"] for t in rep["threads"])
+    last = r.stdout.split("last=")[1].strip()
+    assert os.path.exists(last)
+
+
+def test_user_callback_adds_to_the_report():
+    r = run("callback")
+    rep = fltest.validate(r.report)
+    assert rep["callback"] == {"queue_depth": "17", "phase": "serving"}
