@@ -224,6 +224,9 @@ const OriginRule kRules[] = {
     {"stdlib.frozen", true, prefix("<frozen "), kAnything, nullptr, kStdlib},
     {"stdlib.lib", true, glob("*/lib/python3.*/*"), kAnything, "-packages/", kStdlib},
     {"library.packages", true, contains("-packages/"), kAnything, nullptr, kLibrary},
+    // numpy's __array_function__ dispatch shims (numpy < 1.25) name no file.
+    {"library.numpy_dispatch", true, prefix("<__array_function__ internals>"), kAnything, nullptr,
+     kLibrary},
 };
 
 constexpr int kRuleCount = static_cast<int>(sizeof kRules / sizeof kRules[0]);

@@ -142,6 +142,7 @@ const Case kPythonCases[] = {
      "library"},
     {"library.packages", "/usr/lib/python3/dist-packages/numpy/core/fromnumeric.py", "sum",
      "library"},
+    {"library.numpy_dispatch", "<__array_function__ internals>", "apply_along_axis", "library"},
     {nullptr, "/home/u/train.py", "main", "python"},
     {nullptr, "<string>", "<module>", "python"},
     // A user project folder called torch is not PyTorch; a venv under lib/python3.X is not stdlib.

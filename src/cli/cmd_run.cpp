@@ -1,0 +1,466 @@
+// faultline run -- CMD...: runs a command with libfaultline.so preloaded.
+// faultline dump PID: asks a running process for a live report of all threads.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/report_input.h"
+#include "report/render.h"
+
+extern char** environ;
+
+namespace faultline::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Signal names both ways through glibc's own table (sigabbrev_np), so that
+// "USR2", "SIGUSR2" and "12" all work.
+int parse_signal(const std::string& text) {
+  if (text.empty()) return 0;
+  if (std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    int n = std::atoi(text.c_str());
+    return n > 0 && n < NSIG ? n : 0;
+  }
+  std::string name = text.rfind("SIG", 0) == 0 ? text.substr(3) : text;
+  for (int s = 1; s < NSIG; ++s) {
+    const char* abbrev = sigabbrev_np(s);
+    if (abbrev && name == abbrev) return s;
+  }
+  return 0;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : fmt::format("signal {}", sig);
+}
+
+std::string self_exe_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : exe.parent_path().string();
+}
+
+// libfaultline.so: --lib, else beside an installed faultline (bin/../lib), else
+// the build tree this faultline was built in.
+std::string find_library(const std::string& explicit_path) {
+  if (!explicit_path.empty()) return explicit_path;
+  std::vector<std::string> candidates;
+  std::string dir = self_exe_dir();
+  if (!dir.empty()) {
+    candidates.push_back(dir + "/" FAULTLINE_INSTALL_LIB_REL "/libfaultline.so");
+    candidates.push_back(dir + "/../lib/libfaultline.so");
+  }
+#ifdef FAULTLINE_BUILD_LIB_DIR
+  candidates.push_back(FAULTLINE_BUILD_LIB_DIR "/libfaultline.so");
+#endif
+  for (const std::string& c : candidates) {
+    if (::access(c.c_str(), R_OK) == 0) return fs::weakly_canonical(c).string();
+  }
+  return "";
+}
+
+// Report files (final names only) in `dir`, each with what identifies its
+// current content: a report rewritten under the same name (two reports of one
+// thread within a second share a name) counts as new.
+using ReportListing = std::map<std::string, std::pair<ino_t, int64_t>>;
+
+ReportListing list_reports(const std::string& dir) {
+  ReportListing out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.rfind("faultline-", 0) != 0 || it->path().extension() != ".json") continue;
+    struct stat st {};
+    if (::stat(it->path().c_str(), &st) != 0) continue;
+    out[name] = {st.st_ino,
+                 static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+  }
+  return out;
+}
+
+// Names in `now` that are not in `before`, or whose file changed since.
+std::vector<std::string> new_reports(const ReportListing& before, const ReportListing& now) {
+  std::vector<std::string> out;
+  for (const auto& [name, id] : now) {
+    auto it = before.find(name);
+    if (it == before.end() || it->second != id) out.push_back(name);
+  }
+  return out;
+}
+
+std::string absolute_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::path p = fs::absolute(dir.empty() ? "." : dir, ec);
+  if (ec) return dir;
+  std::string out = p.lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+// The child of `faultline run`, for forwarding signals. Written before any
+// handler that reads it is installed.
+volatile sig_atomic_t g_child = 0;
+
+void forward_signal(int sig) {
+  if (g_child > 0) ::kill(static_cast<pid_t>(g_child), sig);
+}
+
+// Ends this process the way the child ended: by the same signal, so the shell
+// sees 128+N. The core limit is set to 0 first: the child already dumped core
+// if it was going to, and a core of faultline itself would only mislead.
+[[noreturn]] void die_like(int sig) {
+  struct rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  ::signal(sig, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  ::raise(sig);
+  // A signal whose default action is to ignore (SIGCHLD, SIGWINCH...) returns here.
+  std::exit(128 + sig);
+}
+
+struct RunArgs {
+  std::vector<std::string> command;
+  std::string dir;
+  std::string signals;
+  std::string dump_signal = "SIGUSR2";
+  bool no_dump = false;
+  bool no_stderr = false;
+  int max_frames = 0;
+  int watchdog = -1;
+  int timeout = 0;
+  bool timeout_exit = false;
+  std::vector<std::string> env;
+  std::string lib;
+  bool quiet = false;
+};
+
+void print_new_reports(const std::string& dir, const ReportListing& before, bool quiet) {
+  for (const std::string& name : new_reports(before, list_reports(dir))) {
+    std::string path = (fs::path(dir) / name).string();
+    std::string what;
+    try {
+      report::Report r = report::load_report(path);
+      what = r.diagnosis.summary.empty() ? r.kind : r.diagnosis.summary;
+    } catch (const std::exception& e) {
+      what = "(unreadable report)";
+    }
+    if (!quiet) fmt::print(stderr, "faultline: report {}\nfaultline:   {}\n", path, what);
+  }
+}
+
+int run_command(const RunArgs& a) {
+  std::string lib = find_library(a.lib);
+  if (lib.empty()) {
+    fmt::print(stderr,
+               "faultline: cannot find libfaultline.so (looked beside {}; pass --lib PATH)\n",
+               self_exe_dir());
+    return kExitFailed;
+  }
+  if (::access(lib.c_str(), R_OK) != 0) {
+    fmt::print(stderr, "faultline: {}: {}\n", lib, std::strerror(errno));
+    return kExitFailed;
+  }
+  const char* env_dir = std::getenv("FAULTLINE_DIR");
+  std::string dir = absolute_dir(!a.dir.empty() ? a.dir : env_dir ? env_dir : ".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    fmt::print(stderr, "faultline: report directory {} does not exist\n", dir);
+    return kExitFailed;
+  }
+
+  // The environment of the child: ours, plus the preload and the options.
+  std::string preload = lib;
+  if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(" ") + old;
+  std::vector<std::pair<std::string, std::string>> set = {{"LD_PRELOAD", preload},
+                                                          {"FAULTLINE_DIR", dir}};
+  if (!a.signals.empty()) set.emplace_back("FAULTLINE_SIGNALS", a.signals);
+  if (a.no_stderr) set.emplace_back("FAULTLINE_STDERR", "0");
+  if (a.max_frames > 0) set.emplace_back("FAULTLINE_MAX_FRAMES", std::to_string(a.max_frames));
+  if (a.watchdog >= 0) set.emplace_back("FAULTLINE_WATCHDOG", std::to_string(a.watchdog));
+  set.emplace_back("FAULTLINE_DUMP_SIGNAL", a.no_dump ? "0" : a.dump_signal);
+  if (a.timeout > 0) {
+    set.emplace_back("FAULTLINE_DUMP_AFTER", std::to_string(a.timeout));
+    if (a.timeout_exit) set.emplace_back("FAULTLINE_DUMP_AFTER_EXIT", "1");
+  }
+  for (const std::string& kv : a.env) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      fmt::print(stderr, "faultline: --env wants NAME=VALUE, got \"{}\"\n", kv);
+      return kExitUsage;
+    }
+    set.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  for (const auto& [k, v] : set) setenv(k.c_str(), v.c_str(), 1);
+
+  std::vector<char*> argv;
+  for (const std::string& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+
+  ReportListing before = list_reports(dir);
+  std::fflush(nullptr);
+  // exec failures come back through a close-on-exec pipe: errno, or EOF on success.
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) {
+    fmt::print(stderr, "faultline: pipe: {}\n", std::strerror(errno));
+    return kExitFailed;
+  }
+  pid_t child = fork();
+  if (child < 0) {
+    fmt::print(stderr, "faultline: fork: {}\n", std::strerror(errno));
+    return kExitFailed;
+  }
+  if (child == 0) {
+    close(pipefd[0]);
+    execvp(argv[0], argv.data());
+    int err = errno;
+    ssize_t ignored = write(pipefd[1], &err, sizeof err);
+    (void)ignored;
+    _exit(127);
+  }
+  close(pipefd[1]);
+  int exec_errno = 0;
+  ssize_t n;
+  do {
+    n = read(pipefd[0], &exec_errno, sizeof exec_errno);
+  } while (n < 0 && errno == EINTR);
+  close(pipefd[0]);
+
+  // While the child runs: keyboard signals reach it directly (same process
+  // group), so ignore them here; a signal sent to faultline alone (a batch
+  // system's SIGTERM, `kill -USR2` for a dump) is passed on to the child.
+  g_child = child;
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGQUIT, SIG_IGN);
+  struct sigaction fwd = {};
+  fwd.sa_handler = forward_signal;
+  sigemptyset(&fwd.sa_mask);
+  fwd.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) sigaction(sig, &fwd, nullptr);
+
+  int wstatus = 0;
+  while (waitpid(child, &wstatus, 0) < 0) {
+    if (errno != EINTR) {
+      fmt::print(stderr, "faultline: waitpid: {}\n", std::strerror(errno));
+      return kExitFailed;
+    }
+  }
+  g_child = 0;
+  if (n == static_cast<ssize_t>(sizeof exec_errno)) {
+    fmt::print(stderr, "faultline: cannot run {}: {}\n", a.command[0], std::strerror(exec_errno));
+    return exec_errno == ENOENT ? 127 : 126;  // as shells do
+  }
+  print_new_reports(dir, before, a.quiet);
+  if (WIFSIGNALED(wstatus)) {
+    int sig = WTERMSIG(wstatus);
+    if (!a.quiet) {
+      fmt::print(stderr, "faultline: {} was killed by {}\n", a.command[0], signal_name(sig));
+    }
+    std::fflush(nullptr);
+    die_like(sig);
+  }
+  return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : kExitFailed;
+}
+
+struct DumpArgs {
+  int pid = 0;
+  std::string signal = "SIGUSR2";
+  double timeout = 10;
+  std::string dir;
+  bool force = false;
+  bool faulthandler = false;
+  std::string color = "auto";
+  bool print_path = false;
+};
+
+// The value of NAME in /proc/PID/environ, or nullopt (not set or not readable).
+std::optional<std::string> proc_env(int pid, const std::string& name) {
+  std::ifstream in(fmt::format("/proc/{}/environ", pid), std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string entry;
+  while (std::getline(in, entry, '\0')) {
+    if (entry.rfind(name + "=", 0) == 0) return entry.substr(name.size() + 1);
+  }
+  return std::nullopt;
+}
+
+// Where process `pid` writes reports: its FAULTLINE_DIR, relative to its
+// working directory, else that directory; our own view when /proc is closed to us.
+std::string target_report_dir(int pid) {
+  std::error_code ec;
+  fs::path cwd = fs::read_symlink(fmt::format("/proc/{}/cwd", pid), ec);
+  auto dir = proc_env(pid, "FAULTLINE_DIR");
+  if (!ec) {
+    if (dir && !dir->empty()) return (cwd / *dir).lexically_normal().string();
+    return cwd.string();
+  }
+  const char* env_dir = std::getenv("FAULTLINE_DIR");
+  return absolute_dir(env_dir ? env_dir : ".");
+}
+
+bool has_faultline_loaded(int pid) {
+  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find("libfaultline") != std::string::npos) return true;
+  }
+  return false;
+}
+
+int dump_process(const DumpArgs& a) {
+  int sig = parse_signal(a.signal);
+  if (sig == 0) {
+    fmt::print(stderr, "faultline: unknown signal \"{}\"\n", a.signal);
+    return kExitUsage;
+  }
+  if (::kill(a.pid, 0) != 0 && errno == ESRCH) {
+    fmt::print(stderr, "faultline: no process {}\n", a.pid);
+    return kExitFailed;
+  }
+  // Without faultline's handler most signals (SIGUSR2 included) terminate the
+  // process: never send one blindly.
+  if (!a.force && !has_faultline_loaded(a.pid)) {
+    fmt::print(stderr,
+               "faultline: process {} has not loaded libfaultline.so, and {} would likely kill "
+               "it; start it with `faultline run`, or pass --force\n",
+               a.pid, signal_name(sig));
+    return kExitFailed;
+  }
+  std::string dir = a.dir.empty() ? target_report_dir(a.pid) : absolute_dir(a.dir);
+  ReportListing before = list_reports(dir);
+  if (::kill(a.pid, sig) != 0) {
+    fmt::print(stderr, "faultline: cannot signal process {}: {}\n", a.pid, std::strerror(errno));
+    return kExitFailed;
+  }
+  const std::string pid_part = fmt::format("-{}-", a.pid);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(a.timeout);
+  while (std::chrono::steady_clock::now() < deadline) {
+    ReportListing now = list_reports(dir);
+    for (const std::string& name : new_reports(before, now)) {
+      if (name.find(pid_part) == std::string::npos) continue;
+      std::string path = (fs::path(dir) / name).string();
+      std::optional<report::Report> r;
+      try {
+        r = report::load_report(path);
+      } catch (const std::exception&) {
+        continue;  // not complete yet: look again next round
+      }
+      before[name] = now[name];
+      if (r->process.pid != a.pid) continue;
+      if (r->kind != "dump") {
+        fmt::print(stderr, "faultline: process {} wrote a \"{}\" report instead: {}\n", a.pid,
+                   r->kind, path);
+        return kExitFailed;
+      }
+      if (a.print_path) return print_out(path + "\n") ? kExitOk : kExitFailed;
+      fmt::print(stderr, "faultline: dump report {}\n", path);
+      std::string text = a.faulthandler
+                             ? report::render_faulthandler(*r)
+                             : report::render_text(*r, report::TextOptions{want_color(a.color)});
+      return print_out(text) ? kExitOk : kExitFailed;
+    }
+    if (::kill(a.pid, 0) != 0 && errno == ESRCH) {
+      fmt::print(stderr, "faultline: process {} exited before writing a dump report\n", a.pid);
+      return kExitFailed;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  fmt::print(stderr, "faultline: no dump report from process {} in {} after {} s\n", a.pid, dir,
+             a.timeout);
+  return kExitFailed;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, int& status) {
+  auto run = std::make_shared<RunArgs>();
+  CLI::App* r = app.add_subcommand(
+      "run",
+      "Run a command with libfaultline.so preloaded; exits as the command did and prints where "
+      "new reports are");
+  r->footer("Usage: faultline run [OPTIONS] -- COMMAND [ARGS...]");
+  r->add_option("-d,--dir", run->dir,
+                "report directory (FAULTLINE_DIR; default: current directory)");
+  r->add_option("--signals", run->signals,
+                "fatal signals to handle, e.g. SEGV,BUS,ABRT (FAULTLINE_SIGNALS)");
+  r->add_flag("--no-stderr", run->no_stderr,
+              "no summary on stderr at a crash (FAULTLINE_STDERR=0)");
+  r->add_option("--max-frames", run->max_frames,
+                "native frames kept per thread (FAULTLINE_MAX_FRAMES)")
+      ->check(CLI::Range(1, 10000));
+  r->add_option("--watchdog", run->watchdog,
+                "seconds the crash handler may run before it is cut short, 0: never "
+                "(FAULTLINE_WATCHDOG)")
+      ->check(CLI::Range(0, 3600));
+  r->add_option("--dump-signal", run->dump_signal,
+                "signal that makes the process write a live dump report (FAULTLINE_DUMP_SIGNAL)")
+      ->capture_default_str();
+  r->add_flag("--no-dump", run->no_dump, "do not install the dump signal handler");
+  r->add_option(
+       "--timeout", run->timeout,
+       "write a dump report if the command still runs after SECONDS (FAULTLINE_DUMP_AFTER)")
+      ->check(CLI::PositiveNumber);
+  r->add_flag("--timeout-exit", run->timeout_exit,
+              "after the timeout dump, end the process (FAULTLINE_DUMP_AFTER_EXIT=1)");
+  r->add_option("-e,--env", run->env,
+                "set another variable for the command: NAME=VALUE (repeatable)")
+      ->allow_extra_args(false);
+  r->add_option("--lib", run->lib,
+                "the libfaultline.so to preload (default: found beside faultline)");
+  r->add_flag("-q,--quiet", run->quiet, "do not print where reports are");
+  r->add_option("COMMAND", run->command, "the command and its arguments (after --)")->required();
+  r->callback([run, &status] {
+    if (!run->no_dump && parse_signal(run->dump_signal) == 0) {
+      fmt::print(stderr, "faultline: unknown signal \"{}\"\n", run->dump_signal);
+      status = kExitUsage;
+      return;
+    }
+    status = run_command(*run);
+  });
+
+  auto dump = std::make_shared<DumpArgs>();
+  CLI::App* d = app.add_subcommand(
+      "dump",
+      "Ask a running process (started under `faultline run`) for a live report of all its "
+      "threads, wait for it and show it");
+  d->add_option("PID", dump->pid, "process id")->required()->check(CLI::PositiveNumber);
+  d->add_option("-s,--signal", dump->signal, "the dump signal the process listens to")
+      ->capture_default_str();
+  d->add_option("-t,--timeout", dump->timeout, "seconds to wait for the report")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  d->add_option("-d,--dir", dump->dir,
+                "where the process writes reports (default: its FAULTLINE_DIR, else its working "
+                "directory)");
+  d->add_flag("--force", dump->force,
+              "signal even when libfaultline.so is not seen in the process");
+  d->add_flag("--faulthandler", dump->faulthandler, "show in CPython faulthandler's layout");
+  d->add_option("--color", dump->color, "auto, always or never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  d->add_flag("--print-path", dump->print_path, "print only the new report's path");
+  d->callback([dump, &status] { status = dump_process(*dump); });
+}
+
+}  // namespace faultline::cli

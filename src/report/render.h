@@ -1,0 +1,52 @@
+// Rendering reports for people (offline): plain text, CPython faulthandler's
+// layout, and GitHub-flavoured Markdown.
+//
+//   Report r = load_report(path);
+//   fmt::print("{}", render_text(r, TextOptions{/*color=*/true}));
+//
+// Every renderer accepts partial reports: what is missing prints as "unknown".
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "report/report.h"
+
+namespace faultline::report {
+
+struct TextOptions {
+  bool color = false;  // ANSI colors (the caller decides: --color, NO_COLOR, isatty)
+};
+
+// `faultline show`: a header (signal, fault address, diagnosis, process), then
+// every thread, crashed first, with interleaved frames and their origins.
+std::string render_text(const Report& r, const TextOptions& options = {});
+
+// `faultline show --faulthandler`: exactly what CPython's faulthandler prints
+// (Python frames only), so tools that parse faulthandler output read it:
+//   Fatal Python error: Segmentation fault
+//
+//   Current thread 0x00007f... (most recent call first):
+//     File "x.py", line 3 in f
+std::string render_faulthandler(const Report& r);
+
+struct MarkdownOptions {
+  size_t max_bytes = 60000;  // GitHub allows 65536 characters per issue body
+};
+
+// `faultline markdown`: a GitHub issue body, never longer than max_bytes; what
+// had to be cut is said at the end.
+std::string render_markdown(const Report& r, const MarkdownOptions& options = {});
+
+// `faultline explain`: the diagnosis in words, and any hints the report carries.
+std::string render_explain(const Report& r);
+
+// One frame as text: `File "x.py", line 12, in f` or `libc.so.6!memcpy+0x12 (file.c:3)`.
+std::string frame_text(const Frame& f);
+// argv joined as a shell would need it typed (single quotes where needed).
+std::string shell_join(const std::vector<std::string>& argv);
+// The symbol demangled for people ("" stays "").
+std::string demangle(const std::string& symbol);
+
+}  // namespace faultline::report

@@ -1,0 +1,269 @@
+#include "report/triage.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <thread>
+
+namespace faultline::report {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// How many frames of the crashed thread make a signature: deep enough to tell
+// two crashes in the same library function apart by their callers, shallow
+// enough that a different path into the crash much higher up (another caller
+// of the training loop) does not split one bug into many groups.
+const size_t kSignatureFrames = 8;
+
+bool is_alnum(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0;
+}
+
+// Frames of faultline itself (the handler) and the kernel's signal trampoline
+// are not part of the crash.
+bool frame_is_noise(const Frame& f) {
+  if (f.is_python()) return false;
+  return basename(f.module).rfind("libfaultline", 0) == 0 || f.symbol == "__restore_rt";
+}
+
+}  // namespace
+
+std::string normalize_name(const std::string& name) {
+  // Runs of letters and digits are judged one at a time: numbers (pids,
+  // ranks, versions), hex hashes, long random ids and mkstemp/tempfile names
+  // (tmpk3j_9x2a) become '#', words stay.
+  std::string out;
+  size_t i = 0;
+  while (i < name.size()) {
+    if (!is_alnum(name[i])) {
+      out += name[i++];
+      continue;
+    }
+    size_t j = i;
+    while (j < name.size() &&
+           (is_alnum(name[j]) || (name[j] == '_' && name.compare(i, 3, "tmp") == 0)))
+      ++j;
+    std::string run = name.substr(i, j - i);
+    bool has_digit = std::any_of(run.begin(), run.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c)) != 0;
+    });
+    bool all_digits = std::all_of(run.begin(), run.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c)) != 0;
+    });
+    bool hex = std::all_of(run.begin(), run.end(), [](char c) {
+      return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+    });
+    bool temp = run.size() >= 9 && run.compare(0, 3, "tmp") == 0;
+    if (all_digits || (hex && has_digit && run.size() >= 6) || (has_digit && run.size() >= 16) ||
+        temp) {
+      out += '#';
+    } else {
+      out += run;
+    }
+    i = j;
+  }
+  return out;
+}
+
+std::string compute_signature(const Report& r) {
+  std::string key = r.kind == "terminate" ? "terminate" : "crash";
+  key += "|" + (!r.signal.name.empty() ? r.signal.name
+                : r.signal.number      ? std::to_string(*r.signal.number)
+                                       : std::string("?"));
+  const Thread* t = r.crashed_thread();
+  if (!t && !r.threads.empty()) t = &r.threads.front();
+  size_t used = 0;
+  if (t) {
+    for (const Frame& f : t->frames) {
+      if (used == kSignatureFrames) break;
+      if (frame_is_noise(f)) continue;
+      if (f.is_python()) {
+        key += "|py:" + normalize_name(basename(f.file)) + ":" +
+               (f.qualname.empty() ? f.function : f.qualname);
+      } else {
+        key += "|" + normalize_name(basename(f.module)) + "!" + (f.symbol.empty() ? "?" : f.symbol);
+      }
+      ++used;
+    }
+  }
+  return fmt::format("{:016x}", fnv1a64(key));
+}
+
+std::string report_signature(const Report& r) {
+  return r.diagnosis.signature.empty() ? compute_signature(r) : r.diagnosis.signature;
+}
+
+namespace {
+
+struct Entry {
+  std::string signature;
+  std::string timestamp;
+  std::string path;
+  std::string summary;
+  std::string category;
+  std::string host;
+  int64_t pid = -1;
+};
+
+std::string mtime_iso8601(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  std::tm tm{};
+  gmtime_r(&st.st_mtime, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+Entry entry_of(const Report& r) {
+  Entry e;
+  e.signature = report_signature(r);
+  e.timestamp = !r.timestamp.empty() ? r.timestamp : mtime_iso8601(r.path);
+  e.path = r.path;
+  e.summary = r.diagnosis.summary;
+  e.category = r.diagnosis.category;
+  e.host = r.process.hostname;
+  e.pid = r.process.pid.value_or(-1);
+  return e;
+}
+
+TriageResult group(std::vector<Entry> entries, std::vector<SkippedFile> skipped) {
+  // Earliest first, so that the first entry of a group is its representative.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.timestamp, a.path) < std::tie(b.timestamp, b.path);
+  });
+  std::map<std::string, TriageGroup> groups;
+  std::map<std::string, std::set<std::string>> hosts;
+  std::map<std::string, std::set<std::pair<std::string, int64_t>>> pids;
+  for (const Entry& e : entries) {
+    TriageGroup& g = groups[e.signature];
+    if (g.count++ == 0) {
+      g.signature = e.signature;
+      g.first_seen = e.timestamp;
+      g.representative = e.path;
+      g.summary = e.summary;
+      g.category = e.category;
+    }
+    g.last_seen = e.timestamp;
+    g.paths.push_back(e.path);
+    if (!e.host.empty()) hosts[e.signature].insert(e.host);
+    pids[e.signature].insert({e.host, e.pid});
+  }
+  TriageResult out;
+  out.reports = entries.size();
+  for (auto& [sig, g] : groups) {
+    g.hosts.assign(hosts[sig].begin(), hosts[sig].end());
+    g.pids = pids[sig].size();
+    out.groups.push_back(std::move(g));
+  }
+  std::sort(out.groups.begin(), out.groups.end(), [](const TriageGroup& a, const TriageGroup& b) {
+    if (a.count != b.count) return a.count > b.count;
+    return std::tie(a.first_seen, a.signature) < std::tie(b.first_seen, b.signature);
+  });
+  std::sort(skipped.begin(), skipped.end(),
+            [](const SkippedFile& a, const SkippedFile& b) { return a.path < b.path; });
+  out.skipped = std::move(skipped);
+  return out;
+}
+
+bool looks_like_report_name(const fs::path& p) {
+  std::string name = p.filename().string();
+  return p.extension() == ".json" && !name.empty() && name[0] != '.' &&
+         name.find(".tmp-") == std::string::npos;
+}
+
+}  // namespace
+
+TriageResult triage_reports(const std::vector<Report>& reports) {
+  std::vector<Entry> entries;
+  for (const Report& r : reports) entries.push_back(entry_of(r));
+  return group(std::move(entries), {});
+}
+
+TriageResult triage_directory(const std::string& dir, const TriageOptions& options) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw ReportError(ReportErrorKind::kIo, fmt::format("{}: not a directory", dir));
+  }
+  std::vector<std::string> files;
+  std::vector<SkippedFile> skipped;
+  auto consider = [&](const fs::directory_entry& de) {
+    std::error_code e2;
+    // Links are followed; a dangling one is listed as unreadable rather than missed.
+    if ((de.is_symlink(e2) || de.is_regular_file(e2)) && looks_like_report_name(de.path())) {
+      files.push_back(de.path().string());
+    }
+  };
+  if (options.recursive) {
+    fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec),
+        end;
+    if (ec) throw ReportError(ReportErrorKind::kIo, fmt::format("{}: {}", dir, ec.message()));
+    for (; it != end; it.increment(ec)) {
+      if (ec) {
+        skipped.push_back({it->path().string(), to_string(ReportErrorKind::kIo), ec.message()});
+        ec.clear();
+        continue;
+      }
+      // A subdirectory we may not list: say so instead of silently missing its reports.
+      if (it->is_directory(ec) && ::access(it->path().c_str(), R_OK | X_OK) != 0) {
+        skipped.push_back({it->path().string(), to_string(ReportErrorKind::kIo),
+                           fmt::format("{}: directory not readable", it->path().string())});
+        it.disable_recursion_pending();
+        continue;
+      }
+      consider(*it);
+    }
+  } else {
+    fs::directory_iterator it(dir, ec), end;
+    if (ec) throw ReportError(ReportErrorKind::kIo, fmt::format("{}: {}", dir, ec.message()));
+    for (; it != end; it.increment(ec)) {
+      if (ec) break;
+      consider(*it);
+    }
+  }
+  std::sort(files.begin(), files.end());
+
+  // Reading and parsing dominate; files are independent, so split them
+  // across threads, each filling its own slots.
+  std::vector<Entry> entries(files.size());
+  std::vector<std::optional<SkippedFile>> failures(files.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < files.size(); i = next++) {
+      try {
+        entries[i] = entry_of(load_report(files[i]));
+      } catch (const ReportError& e) {
+        failures[i] = SkippedFile{files[i], to_string(e.kind()), e.what()};
+      }
+    }
+  };
+  unsigned jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
+  jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(1, files.size() / 16)));
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < jobs; ++i) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+
+  std::vector<Entry> good;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (failures[i]) {
+      skipped.push_back(*failures[i]);
+    } else {
+      good.push_back(std::move(entries[i]));
+    }
+  }
+  return group(std::move(good), std::move(skipped));
+}
+
+}  // namespace faultline::report

@@ -1,0 +1,63 @@
+// Crash signatures and grouping of many reports (offline).
+//
+//   TriageResult t = triage_directory("/shared/crashes");
+//   for (const TriageGroup& g : t.groups) fmt::print("{} x{}\n", g.signature, g.count);
+//
+// Reports group by diagnosis.signature, the writer's fingerprint. A report
+// without one gets a signature computed here from the crashed thread's frames,
+// with everything that differs between runs of the same crash left out:
+// addresses, offsets, pids, temporary paths and hex hashes in file names.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "report/report.h"
+
+namespace faultline::report {
+
+// 16 lower-case hex digits computed from the signal and the top frames.
+std::string compute_signature(const Report& r);
+// diagnosis.signature when the report has one, else compute_signature().
+std::string report_signature(const Report& r);
+// A file or module name with run-specific parts (numbers, hashes, temp names) replaced by '#'.
+std::string normalize_name(const std::string& name);
+
+struct TriageGroup {
+  std::string signature;
+  size_t count = 0;
+  std::string first_seen;      // earliest timestamp (ISO 8601)
+  std::string last_seen;       // latest timestamp
+  std::string representative;  // path of the earliest report
+  std::string summary;         // its diagnosis
+  std::string category;
+  std::vector<std::string> hosts;  // distinct host names, sorted
+  size_t pids = 0;                 // distinct (host, pid) pairs
+  std::vector<std::string> paths;  // every report of the group, earliest first
+};
+
+struct SkippedFile {
+  std::string path;
+  std::string reason;  // "unreadable", "empty", "truncated", ...
+  std::string message;
+};
+
+struct TriageResult {
+  std::vector<TriageGroup> groups;  // largest first, then by first seen
+  std::vector<SkippedFile> skipped;
+  size_t reports = 0;  // reports grouped
+};
+
+struct TriageOptions {
+  bool recursive = true;  // walk subdirectories (one per host, rank or run)
+  unsigned jobs = 0;      // reader threads; 0: one per CPU
+};
+
+// Reads every *.json file under `dir` (hidden files and in-progress ".tmp-"
+// files are not reports yet and are passed over). Throws ReportError(kIo)
+// when `dir` itself cannot be read.
+TriageResult triage_directory(const std::string& dir, const TriageOptions& options = {});
+// Groups already loaded reports (paths taken from Report::path).
+TriageResult triage_reports(const std::vector<Report>& reports);
+
+}  // namespace faultline::report
