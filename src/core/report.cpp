@@ -196,12 +196,29 @@ void diagnose(Capture* c) {
   }
   if ((code && !terminate) || fault) b.add(")");
   if (where) {
+    // Name the layer when the classifier knows it: "in Dynamo guard
+    // evaluation (libtorch_python.so!...)".
+    const Origin& o = classify_native(
+        where->module >= 0 ? c->modules.items[where->module].path : nullptr, where->symbol);
     b.add(" in ");
+    if (!str_eq(o.id, "native")) b.add(o.layer).add(" (");
     write_frame_name(&b, *c, *where);
+    if (!str_eq(o.id, "native")) b.add(")");
   }
-  if (pyf) {
-    b.add(" while running ").add(pyf->function ? pyf->function : "?").add(" at ");
+  // The innermost Python frame, and if it is not the user's own code (FX
+  // graph code, Dynamo, the standard library), also the innermost user frame.
+  const PyFrame* user = nullptr;
+  for (int i = 0; py && i < py->nframes && !user; ++i) {
+    if (classify_python(py->frames[i].file, py->frames[i].function).user) user = &py->frames[i];
+  }
+  if (pyf && pyf != user) {
+    const Origin& o = classify_python(pyf->file, pyf->function);
+    b.add(" under ").add(o.layer).add(" ").add(pyf->function ? pyf->function : "?").add(" at ");
     b.add(path_basename(pyf->file ? pyf->file : "?")).add(":").add_dec(pyf->line);
+  }
+  if (user) {
+    b.add(" while running ").add(user->function ? user->function : "?").add(" at ");
+    b.add(path_basename(user->file ? user->file : "?")).add(":").add_dec(user->line);
   }
 
   // Signature: signal, category and the top frames' names (never addresses).
@@ -215,13 +232,23 @@ void diagnose(Capture* c) {
     if (is_raise_frame(*c, f)) continue;
     char name[256];
     StrBuf nb(name, sizeof name);
-    write_frame_name(&nb, *c, f);
+    const char* path = f.module >= 0 ? c->modules.items[f.module].path : nullptr;
+    const Origin& o = classify_native(path, f.symbol);
+    if (o.generated) {
+      // Inductor/Triton cache paths carry hashes: the origin and the symbol
+      // identify the frame across runs, the path does not.
+      nb.add(o.id).add("!").add(f.symbol ? f.symbol : "?");
+    } else {
+      write_frame_name(&nb, *c, f);
+    }
     // Never an absolute address: a frame outside every module counts as "?".
-    h.add(f.module >= 0 ? name : "?");
+    h.add(f.module >= 0 || o.generated ? name : "?");
     ++used;
   }
   for (int i = 0; py && i < py->nframes && i < 4; ++i) {
-    h.add(path_basename(py->frames[i].file));
+    const Origin& o = classify_python(py->frames[i].file, py->frames[i].function);
+    // <eval_with_key>.N counters and hashed cache paths: hash the origin.
+    h.add(o.generated ? o.id : path_basename(py->frames[i].file));
     h.add(py->frames[i].function);
   }
   fmt_hex_bytes(c->signature, reinterpret_cast<const uint8_t*>(&h.h), 8);

@@ -139,11 +139,11 @@ def test_versions_annotated_at_import(fx_run):
     assert ann.get("torch.cuda") == "none"
 
 
-@pytest.mark.xfail(reason="diagnosis.summary names layers once report.cpp's diagnose() uses Origin.layer",
-                   strict=False)
 def test_fx_diagnosis_names_layer(fx_run):
     summary = fx_run.report["diagnosis"]["summary"]
     assert "ATen" in summary and "FX graph" in summary, summary
+    # The user's own frame that led there is named too.
+    assert " while running " in summary and ".py:" in summary.split(" while running ")[1], summary
 
 
 # ---- A fake torch 2.x: Dynamo, Inductor, FX and Triton layouts
