@@ -74,7 +74,7 @@ def generate_program(workdir, units, functions):
     files = []
     for u in range(units):
         body = "".join(FUNCTION_TEMPLATE.format(i=i, m=i % 7 + 2) for i in range(functions))
-        calls = "".join(f"  s += f{i}(n + {i});\n" for i in range(functions))
+        calls = "".join(f"  s += unit{u}::f{i}(n + {i});\n" for i in range(functions))
         text = UNIT_TEMPLATE.format(u=u, functions=body, calls=calls)
         path = os.path.join(src, f"unit{u}.cpp")
         if not os.path.exists(path) or open(path).read() != text:
