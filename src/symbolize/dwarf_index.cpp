@@ -144,10 +144,12 @@ DwarfIndex::DwarfIndex(Dwarf* dwarf) : dwarf_(dwarf) {
           any = true;
         }))
       note("compile unit ranges damaged");
-    if (!any) continue;
+    // Units without ranges stay reachable through .debug_aranges (below).
     Unit unit;
     unit.die = cudie;
+    unit_by_offset_.emplace(dwarf_dieoffset(&cudie), units_.size());
     units_.push_back(std::move(unit));
+    if (!any) ++units_without_ranges_;
   }
   unit_map_.build(std::move(ranges));
 }
@@ -234,6 +236,15 @@ const std::string& DwarfIndex::name_of(Dwarf_Die* die) {
 
 bool DwarfIndex::lookup(uint64_t address, AddressInfo* out) {
   int u = unit_map_.find(address);
+  if (u < 0 && units_without_ranges_ > 0) {
+    // Some producers give a unit no ranges of its own but list it in
+    // .debug_aranges.
+    Dwarf_Die cu;
+    if (dwarf_addrdie(dwarf_, address, &cu) != nullptr) {
+      auto it = unit_by_offset_.find(dwarf_dieoffset(&cu));
+      if (it != unit_by_offset_.end()) u = static_cast<int>(it->second);
+    }
+  }
   if (u < 0) return false;
   Unit& unit = units_[static_cast<size_t>(u)];
   if (!unit.indexed) index_unit(unit);

@@ -73,6 +73,8 @@ class DwarfIndex {
   Dwarf* dwarf_;
   std::vector<Unit> units_;
   IntervalMap unit_map_;
+  std::unordered_map<Dwarf_Off, size_t> unit_by_offset_;
+  size_t units_without_ranges_ = 0;
   std::unordered_map<Dwarf_Off, std::string> names_;  // by DIE offset, demangled
   std::string error_;
 };

@@ -17,7 +17,7 @@ def run_cli(*args, stdin=None, env=None, check=False):
     full_env.pop("DEBUGINFOD_URLS", None)  # tests opt in explicitly
     if env:
         full_env.update(env)
-    p = subprocess.run([CLI, *args], input=stdin, capture_output=True, text=True,
+    p = subprocess.run([CLI, *args], input=stdin, capture_output=True, text=True, errors="replace",
                        env=full_env, timeout=120)
     if check and p.returncode != 0:
         raise AssertionError(f"faultline {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
