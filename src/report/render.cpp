@@ -1,4 +1,5 @@
 #include "report/render.h"
+#include "report/torch_hints.h"
 
 #include <cxxabi.h>
 #include <fmt/format.h>
@@ -327,23 +328,33 @@ std::string render_explain(const Report& r) {
   if (!r.signal.fault_address.empty()) out += "address:   " + r.signal.fault_address + "\n";
   const Thread* t = r.crashed_thread();
   if (t && !t->frames.empty()) out += "top frame: " + frame_text(t->frames.front()) + "\n";
-  // Hints: diagnosis.hints (strings or {"text": ...}) when the writer adds them.
+  // Hints: the known-crash table (torch_hints.cpp), then any strings the
+  // writer put in diagnosis.hints. Each table hint says what matched.
+  std::vector<Hint> matched = match_hints(r.raw);
   const json& d = r.raw.contains("diagnosis") ? r.raw["diagnosis"] : json();
-  std::vector<std::string> hints;
+  std::vector<std::string> extra;
   if (d.is_object() && d.contains("hints") && d["hints"].is_array()) {
     for (const json& h : d["hints"]) {
       if (h.is_string()) {
-        hints.push_back(h.get<std::string>());
+        extra.push_back(h.get<std::string>());
       } else if (h.is_object() && h.contains("text") && h["text"].is_string()) {
-        hints.push_back(h["text"].get<std::string>());
+        extra.push_back(h["text"].get<std::string>());
       }
     }
   }
-  if (hints.empty()) {
-    out += "\nNo hints for this crash yet.\n";
-  } else {
+  if (matched.empty() && extra.empty()) {
+    out += "\nNo known pattern matches this crash.\n";
+  }
+  for (const Hint& h : matched) {
+    out += fmt::format("\nHint [{}]: {}\n", h.id, h.title);
+    out += "  Matched:\n";
+    for (const std::string& e : h.evidence) out += "    - " + e + "\n";
+    out += "  Try:\n";
+    for (const std::string& a : h.advice) out += "    - " + a + "\n";
+  }
+  if (!extra.empty()) {
     out += "\nHints:\n";
-    for (const std::string& h : hints) out += "  - " + h + "\n";
+    for (const std::string& h : extra) out += "  - " + h + "\n";
   }
   return out;
 }
