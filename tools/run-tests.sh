@@ -10,7 +10,7 @@ jobs=$(nproc)
 "$top/tools/install-deps.sh"
 
 echo "== clang-format"
-mapfile -t sources < <(cd "$top" && git ls-files '*.cpp' '*.h' '*.hpp' | grep -v '^test/programs/')
+mapfile -t sources < <(cd "$top" && git ls-files '*.cpp' '*.h' '*.hpp' | grep -vE '^test/([^/]+/)?programs/')
 (cd "$top" && clang-format --dry-run --Werror "${sources[@]}")
 
 echo "== build"
