@@ -1,5 +1,4 @@
 #include "report/render.h"
-#include "report/torch_hints.h"
 
 #include <cxxabi.h>
 #include <fmt/format.h>
@@ -8,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+
+#include "report/torch_hints.h"
 
 namespace faultline::report {
 
