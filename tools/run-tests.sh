@@ -3,7 +3,8 @@
 #   1. dependencies (Debian packages),
 #   2. clang-format check of the C++ sources,
 #   3. the release build (warnings as errors) and all tests (ctest),
-#   4. an ASan+UBSan build of the offline code and its tests.
+#   4. an ASan+UBSan build of the offline code and its tests,
+#   5. short libFuzzer runs of the report reader and the symbolizer (clang).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
@@ -23,4 +24,16 @@ echo "== tests"
 echo "== sanitizers (ASan+UBSan) on the offline code and its tests"
 cmake -S "$top" -B "$top/build-asan" -DCMAKE_BUILD_TYPE=Debug -DFAULTLINE_SANITIZE=ON
 cmake --build "$top/build-asan" -j"$jobs"
-(cd "$top/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$jobs" -L offline --timeout 900)
+(cd "$top/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$jobs" \
+   -L 'offline|cli|symbolize|torch' --timeout 900)
+
+echo "== fuzzing (libFuzzer, short runs; doc/symbolize.md and doc/cli.md give the long ones)"
+CC=clang-14 CXX=clang++-14 cmake -S "$top" -B "$top/build-fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DFAULTLINE_FUZZ=ON -DFAULTLINE_WERROR=ON
+cmake --build "$top/build-fuzz" -j"$jobs" --target symbolize_elf_fuzzer symbolize_report_fuzzer \
+  symbolize_fuzz_seed report_fuzz
+(cd "$top/build-fuzz" && ctest --output-on-failure -L fuzz --timeout 300)
+mkdir -p "$top/build-fuzz/corpus-report"
+"$top/build-fuzz/src/report/report_fuzz" -max_total_time=20 -timeout=10 \
+  "$top/build-fuzz/corpus-report" "$top/fuzz/report_corpus" "$top/test/data"
+echo "fuzz: passed"

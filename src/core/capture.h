@@ -8,6 +8,8 @@
 #include <sys/types.h>
 #include <ucontext.h>
 
+#include "core/classify.h"
+
 namespace faultline::core {
 
 struct Module {
@@ -27,7 +29,8 @@ struct NativeFrame {
   int module;          // index into CrashCapture::modules, -1 if none
   const char* symbol;  // raw name from .symtab/.dynsym, nullptr if none
   uintptr_t symbol_offset;
-  bool signal_frame;  // pc is exact (interrupted, not a return address)
+  bool signal_frame;     // pc is exact (interrupted, not a return address)
+  const Origin* origin;  // classification (set after symbolization)
 };
 
 // One Python frame (filled by the Python walker).

@@ -40,6 +40,7 @@ struct Config {
 };
 
 constexpr int kMaxThreads = 512;
+constexpr int kMaxPhases = 16;
 constexpr int kMaxModules = 2048;
 
 // Filled at crash time.
@@ -69,6 +70,12 @@ struct Capture {
   int nbreadcrumbs;
   AnnotationView* callback_items;  // what the user callback added
   int ncallback_items;
+  // How long each capture phase took.
+  struct PhaseTime {
+    const char* name;  // "modules: ..." (the part before ':' is the phase)
+    uint64_t ns;
+  } phases[16];
+  int nphases;
   // Diagnosis (computed after capture).
   char summary[512];
   const char* category;

@@ -134,6 +134,16 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
     if (src.fd >= 0) close(src.fd);
     return ntabs == 0;  // no symbol tables at all is not an error
   }
+  // Names already read in this module, by (table, string offset): a deep
+  // recursion or many threads in the same functions read each name once.
+  struct CachedName {
+    int table;
+    uint32_t offset;
+    const char* name;
+  };
+  constexpr int kCacheSlots = 256;
+  CachedName cache[kCacheSlots];
+  for (CachedName& e : cache) e = {-1, 0, nullptr};
   // Per-frame scratch: 64 frames at a time keeps the stack use bounded.
   constexpr int kBatch = 64;
   for (int start = 0; start < n; start += kBatch) {
@@ -159,6 +169,14 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
       if (b.table < 0) continue;
       const SymTab& t = tabs[b.table];
       if (b.name >= t.str_size) continue;
+      NativeFrame* frame = frames[start + f];
+      CachedName& slot =
+          cache[(b.name * 2654435761u + static_cast<uint32_t>(b.table)) % kCacheSlots];
+      if (slot.table == b.table && slot.offset == b.name && slot.name) {
+        frame->symbol = slot.name;
+        frame->symbol_offset = (frame->pc - module.bias) - b.value;
+        continue;
+      }
       char name[kMaxSymbolName];
       size_t want = t.str_size - b.name < sizeof name - 1 ? t.str_size - b.name : sizeof name - 1;
       // Read in pieces, so a name near the end of the file still works.
@@ -173,9 +191,9 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
       }
       name[got] = '\0';
       if (got == 0) continue;
-      NativeFrame* fr = frames[start + f];
-      fr->symbol = arena->dup(name, got);
-      fr->symbol_offset = (fr->pc - module.bias) - b.value;
+      frame->symbol = arena->dup(name, got);
+      frame->symbol_offset = (frame->pc - module.bias) - b.value;
+      slot = {b.table, b.name, frame->symbol};
     }
   }
   if (src.fd >= 0) close(src.fd);

@@ -125,9 +125,26 @@ void chain(int signo, siginfo_t* info) {
   }
 }
 
-// Runs one capture phase under the recovery point.
+uint64_t now_ns() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Runs one capture phase under the recovery point and times it. `name` is
+// "<phase>: what a fault inside it means"; the part before ':' names the
+// phase in the report's timings.
 template <typename Fn>
 void run_phase(const char* name, Capture* c, Fn fn) {
+  uint64_t start = now_ns();
+  struct PhaseTimer {
+    Capture* c;
+    const char* name;
+    uint64_t start;
+    ~PhaseTimer() {
+      if (c->nphases < kMaxPhases) c->phases[c->nphases++] = {name, now_ns() - start};
+    }
+  } timer{c, name, start};
   g_phase = name;
   if (sigsetjmp(t_recover, 1) == 0) {
     t_recover_armed = 1;
@@ -158,6 +175,37 @@ void capture_annotations(Capture* c, Arena* arena) {
   c->breadcrumbs = arena->alloc_array<BreadcrumbView>(kMaxBreadcrumbs);
   if (storage && c->breadcrumbs) {
     c->nbreadcrumbs = breadcrumbs_snapshot(c->breadcrumbs, kMaxBreadcrumbs, storage, kCrumbStorage);
+  }
+}
+
+// Gives every native frame its origin. Frames of one function share one
+// symbol string (the symbolizer's name cache), so a small cache keyed by
+// (module, symbol) classifies a thousand-frame capture with a few dozen
+// table walks.
+void classify_frames(Capture* c) {
+  struct Entry {
+    int module;
+    const char* symbol;
+    const Origin* origin;
+  };
+  constexpr int kSlots = 512;
+  static Entry cache[kSlots];  // static: the signal stack may be small
+  for (Entry& e : cache) e = {-2, nullptr, nullptr};
+  for (int t = 0; t < c->nthreads; ++t) {
+    ThreadCapture& th = c->threads[t];
+    for (int i = 0; i < th.nframes; ++i) {
+      NativeFrame& f = th.frames[i];
+      uintptr_t key =
+          reinterpret_cast<uintptr_t>(f.symbol) ^ (static_cast<uintptr_t>(f.module) << 4);
+      Entry& e = cache[(key >> 3) % kSlots];
+      if (e.module == f.module && e.symbol == f.symbol && e.origin) {
+        f.origin = e.origin;
+        continue;
+      }
+      f.origin =
+          &classify_native(f.module >= 0 ? c->modules.items[f.module].path : nullptr, f.symbol);
+      e = {f.module, f.symbol, f.origin};
+    }
   }
 }
 
@@ -214,6 +262,7 @@ void capture_all(Capture* c, const char* kind, int signo, siginfo_t* info, void*
   }
   run_phase("symbols: fault while reading symbol tables", c,
             [&] { symbolize_threads(c->modules, c->threads, c->nthreads, arena, &c->errors); });
+  run_phase("classify: fault while classifying frames", c, [&] { classify_frames(c); });
   run_phase("python: fault while walking the interpreter", c, [&] {
     capture_python(c->modules, arena, &c->python, kMaxThreads, cfg.max_frames, &c->errors);
   });

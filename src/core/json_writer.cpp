@@ -9,6 +9,11 @@ namespace faultline::core {
 
 void FdSink::put(const char* s, size_t n) {
   total_ += n;
+  if (n <= cap_ - len_) {  // the common case: it fits
+    __builtin_memcpy(buf_ + len_, s, n);
+    len_ += n;
+    return;
+  }
   while (n > 0) {
     if (len_ == cap_ && !flush()) {
       len_ = 0;  // keep counting even when writes fail
@@ -140,8 +145,11 @@ bool JsonWriter::escape_to(FdSink* sink, const char* s, size_t n) {
       }
       ++i;
     } else if (c < 0x80) {
-      sink->put(static_cast<char>(c));
-      ++i;
+      // A run of plain ASCII goes out in one piece.
+      size_t j = i + 1;
+      while (j < n && p[j] >= 0x20 && p[j] < 0x7f && p[j] != '"' && p[j] != '\\') ++j;
+      sink->put(s + i, j - i);
+      i = j;
     } else {
       size_t len = utf8_seq_len(p + i, n - i);
       if (len == 0) {

@@ -293,7 +293,9 @@ void write_native_frame(JsonWriter& w, const Capture& c, const NativeFrame& f) {
   w.field_str("kind", "native");
   w.field_str(
       "origin",
-      classify_native(f.module >= 0 ? c.modules.items[f.module].path : nullptr, f.symbol).id);
+      f.origin
+          ? f.origin->id
+          : classify_native(f.module >= 0 ? c.modules.items[f.module].path : nullptr, f.symbol).id);
   w.field_hex("pc", f.pc);
   w.field_hex("sp", f.sp);
   if (f.signal_frame) w.field_bool("signal_frame", true);
@@ -612,6 +614,20 @@ bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err) {
   uint64_t now_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + now.tv_nsec;
   w.key("capture_ns");
   w.unum(now_ns - c.start_ns);
+  w.key("phases_ns");
+  w.begin_object();
+  for (int i = 0; i < c.nphases; ++i) {
+    char id[32];
+    size_t n = 0;
+    while (c.phases[i].name[n] && c.phases[i].name[n] != ':' && n + 1 < sizeof id) {
+      id[n] = c.phases[i].name[n];
+      ++n;
+    }
+    id[n] = '\0';
+    w.key(id);
+    w.unum(c.phases[i].ns);
+  }
+  w.end_object();
   w.field_str("safe_read", safe_read_method_name());
   w.key("arena_bytes_used");
   w.unum(g_crash.arena.used());

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,20 +15,38 @@
 namespace faultline::core {
 namespace {
 
-// One request per thread slot. state: 0 idle, 1 requested, 2 unwinding,
-// 3 done. Written by the owner before the signal, by the target after.
+// One request per thread slot. state: 0 idle or withdrawn, 1 requested,
+// 2 claimed by the target, 3 parked (uc is set; the target waits),
+// 4 released by the owner. Written by the owner before the signal, by the
+// target after.
 struct Request {
   volatile pid_t tid;
   volatile int state;
   ThreadCapture* slot;
   int max_frames;
+  const ucontext_t* volatile uc;
 };
+
+// A parked thread gives up waiting after 30 s: by then the process has been
+// ended by the watchdog, or the owner has died.
+constexpr int kMaxParkSeconds = 30;
+// How many threads have parked in this capture (the owner sleeps on it).
+volatile int g_parked = 0;
+
+// futex(2): raw system calls, async-signal-safe.
+void futex_wait(volatile int* addr, int expected, int timeout_ms) {
+  struct timespec ts = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
+}
+
+void futex_wake(volatile int* addr) {
+  syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 0x7fffffff, nullptr, nullptr, 0);
+}
 
 constexpr int kMaxRequests = 1024;
 Request g_requests[kMaxRequests];
 volatile int g_nrequests = 0;
 volatile int g_active = 0;
-const ModuleTable* volatile g_modules = nullptr;
 int g_signo = 0;
 struct sigaction g_previous;
 pid_t g_pid = 0;
@@ -66,20 +85,20 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
                                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
       continue;
     }
-    const ucontext_t* uc = t_secondary_uc ? t_secondary_uc : static_cast<ucontext_t*>(ucv);
-    CaptureErrors errors = {};
-    // A fault while unwinding this thread (a corrupt stack) ends its walk,
-    // not the process: a live dump must survive it.
-    if (sigsetjmp(t_recover, 1) == 0) {
-      t_recover_armed = 1;
-      unwind_from_context(uc, *g_modules, r.slot, r.max_frames, &errors);
-    } else {
-      errors.add("unwind: fault while unwinding this thread (frames so far kept)");
-    }
-    t_recover_armed = 0;
-    if (errors.count) r.slot->note = errors.items[0];
+    // Park: leave our context for the owner, who unwinds every parked
+    // thread itself (one warm unwinder cache for all of them), and wait
+    // until it is done with us, so our stack stays as it was.
+    r.uc = t_secondary_uc ? t_secondary_uc : static_cast<ucontext_t*>(ucv);
     if (t_secondary_uc) r.slot->note = "this thread crashed too, after the first crash";
     __atomic_store_n(&r.state, 3, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&g_parked, 1, __ATOMIC_ACQ_REL);
+    futex_wake(&g_parked);
+    // Sleep in the kernel until released (polling would starve the owner
+    // when hundreds of threads are parked on two cores).
+    for (int waited_s = 0; __atomic_load_n(&r.state, __ATOMIC_ACQUIRE) == 3; ++waited_s) {
+      if (waited_s > kMaxParkSeconds) break;  // the owner is gone: never hang a thread
+      futex_wait(&r.state, 3, 1000);
+    }
     break;
   }
   errno = saved;
@@ -188,7 +207,6 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
   bool can_signal = g_signo > 0;
   if (!can_signal)
     errors->add("threads: no thread-dump signal installed; other stacks not captured");
-  g_modules = &modules;
   int nreq = 0;
   for (int i = 1; i < count; ++i) {
     ThreadCapture* t = &threads[i];
@@ -209,30 +227,29 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
     __atomic_store_n(&r.state, 1, __ATOMIC_RELEASE);
   }
   g_nrequests = nreq;
+  __atomic_store_n(&g_parked, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&g_active, 1, __ATOMIC_RELEASE);
+  int gone = 0;
   for (int i = 0; i < nreq; ++i) {
     if (syscall(SYS_tgkill, sys_getpid(), g_requests[i].tid, g_signo) != 0) {
-      g_requests[i].state = 4;  // gone (exited meanwhile)
+      ++gone;
+      g_requests[i].state = 5;  // gone (exited meanwhile)
       g_requests[i].slot->note = "thread exited before it could be asked for its stack";
     }
   }
-  // One deadline for all: threads answer in parallel.
+  // One deadline for all: threads park in parallel; each wakes us.
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
-    bool pending = false;
-    for (int i = 0; i < nreq && !pending; ++i) {
-      pending = __atomic_load_n(&g_requests[i].state, __ATOMIC_ACQUIRE) == 1 ||
-                __atomic_load_n(&g_requests[i].state, __ATOMIC_ACQUIRE) == 2;
-    }
-    if (!pending) break;
+    int parked = __atomic_load_n(&g_parked, __ATOMIC_ACQUIRE);
+    if (parked >= nreq - gone) break;
     clock_gettime(CLOCK_MONOTONIC, &now);
     long elapsed_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
     if (elapsed_ms >= timeout_ms) break;
-    struct timespec pause = {0, 200 * 1000};
-    nanosleep(&pause, nullptr);
+    long left = timeout_ms - elapsed_ms;
+    futex_wait(&g_parked, parked, left < 20 ? static_cast<int>(left) : 20);
   }
-  // Withdraw what was not answered, so a late answer writes nowhere.
+  // Withdraw what was not answered, so a late answer finds nothing to do.
   __atomic_store_n(&g_active, 0, __ATOMIC_RELEASE);
   int unanswered = 0;
   for (int i = 0; i < nreq; ++i) {
@@ -247,12 +264,44 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
       r.slot->note =
           "did not answer the thread-dump signal (signals blocked or stuck in the kernel)";
       r.slot->nframes = 0;
-    } else if (__atomic_load_n(&r.state, __ATOMIC_ACQUIRE) == 3) {
-      r.slot->captured = r.slot->nframes > 0;
-    } else if (r.state == 2) {
-      ++unanswered;
-      r.slot->note = "still unwinding when the wait ended; frames may be incomplete";
     }
+  }
+  // Unwind every parked thread here, then let it go.
+  for (int i = 0; i < nreq; ++i) {
+    Request& r = g_requests[i];
+    int expected = 2;
+    // A thread still between claim and park: give it a moment.
+    for (int spins = 0; spins < 1000 && __atomic_load_n(&r.state, __ATOMIC_ACQUIRE) == 2; ++spins) {
+      struct timespec pause = {0, 10 * 1000};
+      nanosleep(&pause, nullptr);
+    }
+    if (__atomic_compare_exchange_n(&r.state, &expected, 0, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+      ++unanswered;
+      r.slot->note = "answered but never parked; stack not captured";
+      continue;
+    }
+    if (__atomic_load_n(&r.state, __ATOMIC_ACQUIRE) != 3) continue;
+    CaptureErrors local = {};
+    // A corrupt stack ends that thread's walk, not the capture: a recovery
+    // point of its own, and the enclosing phase's restored afterwards.
+    sigjmp_buf outer;
+    __builtin_memcpy(&outer, &t_recover, sizeof outer);
+    int outer_armed = t_recover_armed;
+    // savemask 0: our handlers block nothing extra (SA_NODEFER, empty
+    // sa_mask), and saving the mask would cost a system call per thread.
+    if (sigsetjmp(t_recover, 0) == 0) {
+      t_recover_armed = 1;
+      unwind_from_context(r.uc, modules, r.slot, r.max_frames, &local);
+    } else {
+      local.add("unwind: fault while unwinding this thread (frames so far kept)");
+    }
+    __builtin_memcpy(&t_recover, &outer, sizeof outer);
+    t_recover_armed = outer_armed;
+    if (local.count && !r.slot->note) r.slot->note = local.items[0];
+    r.slot->captured = r.slot->nframes > 0;
+    __atomic_store_n(&r.state, 4, __ATOMIC_RELEASE);
+    futex_wake(&r.state);
   }
   g_nrequests = 0;
   if (unanswered) errors->add("threads: some threads did not answer in time; see their notes");

@@ -39,16 +39,19 @@ int walk_libunwind(unw_context_t* ctx, bool signal_frame, ThreadCapture* t, int 
                    uintptr_t* last_fp) {
   unw_cursor_t cursor;
   if (unw_init_local2(&cursor, ctx, signal_frame ? UNW_INIT_SIGNAL_FRAME : 0) < 0) return -1;
-  bool first = true;
+  // A frame's pc is exact (not a return address) for the interrupted frame
+  // we start from and for the frame below a signal trampoline; libunwind
+  // flags the trampoline itself, so the flag carries over one frame.
+  bool exact = signal_frame;
   while (t->frames_total < kMaxCountedFrames) {
     unw_word_t ip = 0, sp = 0, fp = 0;
     unw_get_reg(&cursor, UNW_REG_IP, &ip);
     unw_get_reg(&cursor, UNW_REG_SP, &sp);
     unw_get_reg(&cursor, UNW_X86_64_RBP, &fp);
     if (ip == 0) return 1;
-    push_frame(t, max_frames, ip, sp, first ? signal_frame : unw_is_signal_frame(&cursor) > 0);
+    push_frame(t, max_frames, ip, sp, exact);
+    exact = unw_is_signal_frame(&cursor) > 0;
     *last_fp = fp;
-    first = false;
     int r = unw_step(&cursor);
     if (r == 0) return 1;
     if (r < 0) return -1;
