@@ -124,6 +124,10 @@ const char* last_report_path();
 
 // report.cpp: the diagnosis, and the two outputs.
 void diagnose(Capture* c);
+// The crashed thread's capture (nullptr for a dump), and the Python thread
+// running on a native thread (nullptr if none).
+const ThreadCapture* crashed_thread(const Capture& c);
+const PyThread* python_thread_for(const Capture& c, pid_t tid);
 // Writes the JSON report to fd through a buffer from the arena.
 bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err);
 void write_stderr_summary(const Capture& c, const Config& cfg);

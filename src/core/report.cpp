@@ -42,20 +42,6 @@ bool has_fault_address(int signo, int code) {
          signo == SIGTRAP;
 }
 
-const ThreadCapture* crashed_thread(const Capture& c) {
-  for (int i = 0; i < c.nthreads; ++i) {
-    if (c.threads[i].crashed) return &c.threads[i];
-  }
-  return nullptr;
-}
-
-const PyThread* python_thread_for(const Capture& c, pid_t tid) {
-  if (!c.python.present) return nullptr;
-  for (int i = 0; i < c.python.nthreads; ++i) {
-    if (c.python.threads[i].native_tid == tid) return &c.python.threads[i];
-  }
-  return nullptr;
-}
 
 // 64-bit FNV-1a, for the crash signature.
 struct Fnv {
@@ -114,6 +100,21 @@ void write_frame_name(StrBuf* b, const Capture& c, const NativeFrame& f) {
 }
 
 }  // namespace
+
+const ThreadCapture* crashed_thread(const Capture& c) {
+  for (int i = 0; i < c.nthreads; ++i) {
+    if (c.threads[i].crashed) return &c.threads[i];
+  }
+  return nullptr;
+}
+
+const PyThread* python_thread_for(const Capture& c, pid_t tid) {
+  if (!c.python.present) return nullptr;
+  for (int i = 0; i < c.python.nthreads; ++i) {
+    if (c.python.threads[i].native_tid == tid) return &c.python.threads[i];
+  }
+  return nullptr;
+}
 
 void diagnose(Capture* c) {
   const SignalInfo* si = find_signal(c->signo);

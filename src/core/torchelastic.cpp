@@ -35,21 +35,6 @@ constexpr int kMaxNativeFrames = 24;
 char g_callstack[16384];
 char g_out[4096];
 
-const ThreadCapture* crashed_thread(const Capture& c) {
-  for (int i = 0; i < c.nthreads; ++i) {
-    if (c.threads[i].crashed) return &c.threads[i];
-  }
-  return nullptr;
-}
-
-const PyThread* python_thread(const Capture& c, pid_t tid) {
-  if (!c.python.present) return nullptr;
-  for (int i = 0; i < c.python.nthreads; ++i) {
-    if (c.python.threads[i].native_tid == tid) return &c.python.threads[i];
-  }
-  return nullptr;
-}
-
 // faulthandler-like text: what torchrun shows under "traceback :".
 size_t build_callstack(const Capture& c, const char* report_dir, const char* report_name) {
   StrBuf b(g_callstack, sizeof g_callstack);
@@ -60,7 +45,7 @@ size_t build_callstack(const Capture& c, const char* report_dir, const char* rep
   if (c.signature[0]) b.add("  signature: ").add(c.signature);
   b.add("\n");
   const ThreadCapture* t = crashed_thread(c);
-  const PyThread* py = t ? python_thread(c, t->tid) : nullptr;
+  const PyThread* py = t ? python_thread_for(c, t->tid) : nullptr;
   if (py && py->nframes > 0) {
     b.add("\nPython stack of thread ").add_dec(t->tid).add(" (most recent call first):\n");
     for (int i = 0; i < py->nframes && i < kMaxPythonFrames; ++i) {
