@@ -73,6 +73,10 @@ typedef struct faultline_options {
   /* 1: give every new thread its own alternate signal stack, so a stack
    * overflow on any thread is reported (interposes pthread_create). */
   int thread_altstacks;
+  /* 1: keep faultline's handlers in front when the program installs its own
+   * for the same signals later (sigaction() is interposed); theirs runs after
+   * faultline's report. */
+  int stay_in_front;
   /* Called in the crash handler after capture, before the report is written. */
   faultline_crash_callback callback;
   void* callback_data;

@@ -45,6 +45,7 @@ struct Options {
   int dump_after_seconds;             // timed dump; 0: never
   bool exit_after_dump;               // the timed dump ends the process
   bool thread_altstacks;              // alternate signal stack on every thread
+  bool stay_in_front;                 // keep faultline first when others install handlers
   faultline_crash_callback callback;  // async-signal-safe; may add to the report
   void* callback_data;
 
@@ -64,6 +65,7 @@ struct Options {
     dump_after_seconds = o.dump_after_seconds;
     exit_after_dump = o.exit_after_dump != 0;
     thread_altstacks = o.thread_altstacks != 0;
+    stay_in_front = o.stay_in_front != 0;
     callback = o.callback;
     callback_data = o.callback_data;
   }
@@ -87,6 +89,7 @@ inline int install(const Options& options = Options()) {
   o.dump_after_seconds = options.dump_after_seconds;
   o.exit_after_dump = options.exit_after_dump ? 1 : 0;
   o.thread_altstacks = options.thread_altstacks ? 1 : 0;
+  o.stay_in_front = options.stay_in_front ? 1 : 0;
   o.callback = options.callback;
   o.callback_data = options.callback_data;
   return faultline_install(&o);

@@ -19,6 +19,7 @@
 #include "core/elf_symbols.h"
 #include "core/raw_log.h"
 #include "core/recover.h"
+#include "core/sigaction_real.h"
 #include "core/signals.h"
 #include "core/str.h"
 #include "core/terminate.h"
@@ -30,7 +31,8 @@
 namespace faultline::core {
 
 CrashState g_crash;
-TerminateInfo g_terminate;  // filled by the terminate handler (terminate.cpp)
+SigactionFn g_real_sigaction = nullptr;  // set at install (sigaction_hook.cpp)
+TerminateInfo g_terminate;               // filled by the terminate handler (terminate.cpp)
 // Set while a capture phase runs: a fault inside it jumps back to the
 // handler, which records the phase as failed and goes on with the next one.
 __thread sigjmp_buf t_recover __attribute__((tls_model("initial-exec")));
@@ -62,7 +64,7 @@ pid_t sys_getpid() {
   struct sigaction dfl = {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
-  sigaction(signo, &dfl, nullptr);
+  real_sigaction(signo, &dfl, nullptr);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, signo);
@@ -85,7 +87,7 @@ void arm_watchdog(int seconds) {
   sa.sa_handler = watchdog_expired;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_ONSTACK;
-  sigaction(SIGALRM, &sa, &g_old_alarm);
+  real_sigaction(SIGALRM, &sa, &g_old_alarm);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGALRM);
@@ -96,7 +98,7 @@ void arm_watchdog(int seconds) {
 void disarm_watchdog(int seconds) {
   if (seconds <= 0) return;
   alarm(0);
-  sigaction(SIGALRM, &g_old_alarm, nullptr);
+  real_sigaction(SIGALRM, &g_old_alarm, nullptr);
 }
 
 // Hands the signal on: restore the handler that was there before us (or the
@@ -113,7 +115,7 @@ void chain(int signo, siginfo_t* info) {
     prev.sa_handler = SIG_DFL;
     prev.sa_flags = 0;
   }
-  sigaction(signo, &prev, nullptr);
+  real_sigaction(signo, &prev, nullptr);
   bool recurs = !signal_sent_by_process(info->si_code) &&
                 (signo == SIGSEGV || signo == SIGBUS || signo == SIGILL || signo == SIGFPE);
   if (!recurs) {

@@ -18,6 +18,7 @@
 #include "core/python.h"
 #include "core/raw_log.h"
 #include "core/safe_read.h"
+#include "core/sigaction_real.h"
 #include "core/signals.h"
 #include "core/str.h"
 #include "core/terminate.h"
@@ -48,14 +49,14 @@ int g_dump_signo = 0;
 
 void install_dump_signal(int signo) {
   if (g_dump_signo == signo) return;
-  if (g_dump_signo > 0) sigaction(g_dump_signo, &g_previous_dump, nullptr);
+  if (g_dump_signo > 0) real_sigaction(g_dump_signo, &g_previous_dump, nullptr);
   g_dump_signo = 0;
   if (signo <= 0) return;
   struct sigaction sa = {};
   sa.sa_sigaction = dump_signal_handler;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-  if (sigaction(signo, &sa, &g_previous_dump) == 0) g_dump_signo = signo;
+  if (real_sigaction(signo, &sa, &g_previous_dump) == 0) g_dump_signo = signo;
 }
 
 void arm_dump_timer(int seconds, int signo) {
@@ -248,6 +249,7 @@ void faultline_options_init(faultline_options* opts) {
   env_bool("FAULTLINE_DUMP_AFTER_EXIT", &opts->exit_after_dump);
   opts->thread_altstacks = 1;
   env_bool("FAULTLINE_THREAD_ALTSTACKS", &opts->thread_altstacks);
+  env_bool("FAULTLINE_STAY_IN_FRONT", &opts->stay_in_front);
 }
 
 int faultline_install(const faultline_options* opts) {
@@ -256,6 +258,7 @@ int faultline_install(const faultline_options* opts) {
     faultline_options_init(&defaults);
     opts = &defaults;
   }
+  resolve_real_sigaction();  // before any handler is installed
   Config* cfg = &g_crash.config;
   if (!g_crash.installed) cfg->dir_fd = -1;
   if (!g_crash.arena.init(opts->arena_bytes)) return -ENOMEM;
@@ -289,6 +292,7 @@ int faultline_install(const faultline_options* opts) {
   arm_dump_timer(opts->dump_after_seconds, dump_signo);
   set_thread_altstacks(opts->thread_altstacks != 0);
   install_terminate_handler();
+  g_stay_in_front = opts->stay_in_front != 0;
   if (!g_argv_from_constructor) read_cmdline(cfg);
   if (cfg->start_sec == 0) {
     struct timespec ts;
@@ -307,9 +311,9 @@ int faultline_install(const faultline_options* opts) {
   for (int s = 1; s < 64; ++s) {
     bool want = (cfg->signals >> s) & 1;
     if (want && !g_crash.handled[s]) {
-      if (sigaction(s, &sa, &g_crash.previous[s]) == 0) g_crash.handled[s] = true;
+      if (real_sigaction(s, &sa, &g_crash.previous[s]) == 0) g_crash.handled[s] = true;
     } else if (!want && g_crash.handled[s]) {
-      sigaction(s, &g_crash.previous[s], nullptr);
+      real_sigaction(s, &g_crash.previous[s], nullptr);
       g_crash.handled[s] = false;
     }
   }
@@ -318,6 +322,7 @@ int faultline_install(const faultline_options* opts) {
 }
 
 void faultline_uninstall(void) {
+  g_stay_in_front = 0;
   arm_dump_timer(0, 0);
   install_dump_signal(0);
   threads_uninstall();
@@ -325,7 +330,7 @@ void faultline_uninstall(void) {
   uninstall_terminate_handler();
   for (int s = 1; s < 64; ++s) {
     if (g_crash.handled[s]) {
-      sigaction(s, &g_crash.previous[s], nullptr);
+      real_sigaction(s, &g_crash.previous[s], nullptr);
       g_crash.handled[s] = false;
     }
   }

@@ -42,7 +42,6 @@ bool has_fault_address(int signo, int code) {
          signo == SIGTRAP;
 }
 
-
 // 64-bit FNV-1a, for the crash signature.
 struct Fnv {
   uint64_t h = 1469598103934665603ull;

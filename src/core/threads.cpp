@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/recover.h"
+#include "core/sigaction_real.h"
 #include "core/str.h"
 #include "core/unwind.h"
 
@@ -163,11 +164,11 @@ void threads_init(int signo) {
   // SA_RESTART: in a live dump the process goes on, and its interrupted
   // system calls must not fail with EINTR because of us.
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-  if (sigaction(signo, &sa, &g_previous) == 0) g_signo = signo;
+  if (real_sigaction(signo, &sa, &g_previous) == 0) g_signo = signo;
 }
 
 void threads_uninstall() {
-  if (g_signo > 0) sigaction(g_signo, &g_previous, nullptr);
+  if (g_signo > 0) real_sigaction(g_signo, &g_previous, nullptr);
   g_signo = 0;
 }
 

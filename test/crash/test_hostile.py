@@ -280,3 +280,26 @@ def test_gdb_thread_apply_all_bt_agrees(tmp_path):
                     assert sym == name
                     compared += 1
     assert compared >= 12
+
+
+def test_a_handler_installed_later_takes_over_unless_faultline_stays_in_front():
+    # A runtime-like handler that never chains: without the option, it wins.
+    r = fltest.run([CRASHER, "own-handler"])
+    assert r.returncode == 3 and "own handler ran" in r.stderr and r.reports == []
+    # With FAULTLINE_STAY_IN_FRONT=1, faultline reports first, then hands
+    # the signal to the program's handler, which behaves as before.
+    r = fltest.run([CRASHER, "own-handler"], env={"FAULTLINE_STAY_IN_FRONT": "1"})
+    assert r.returncode == 3 and "own handler ran" in r.stderr
+    rep = fltest.validate(r.report)
+    assert fltest.native_symbols(fltest.crashed_thread(rep))[0] == "null_read"
+    assert r.stderr.index("report written") < r.stderr.index("own handler ran")
+
+
+def test_faulthandler_behind_faultline_in_front():
+    job = "import ctypes\ndef f():\n    ctypes.c_int64.from_address(16).value\nf()\n"
+    r = fltest.run(["/usr/bin/python3", "-X", "faulthandler", "-c", job],
+                   env={"FAULTLINE_STAY_IN_FRONT": "1"})
+    assert r.returncode == -signal.SIGSEGV
+    assert 'File "<string>", line 3 in f' in r.stderr
+    fltest.validate(r.report)
+    assert r.stderr.index("report written") < r.stderr.index("Current thread 0x")  # faulthandler's

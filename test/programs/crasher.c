@@ -31,6 +31,13 @@ NOINLINE void bad_fnptr(void) {
 
 NOINLINE void do_abort(void) { abort(); }
 
+static void own_handler(int sig) {
+  (void)sig;
+  static const char msg[] = "own handler ran\n";
+  (void)!write(2, msg, sizeof msg - 1);
+  _exit(3);
+}
+
 NOINLINE int div_zero(void) { return 42 / g_zero; }
 
 NOINLINE void ud2(void) { __asm__ volatile("ud2"); }
@@ -68,6 +75,11 @@ NOINLINE void level3(const char* mode, const char* arg) {
   else if (!strcmp(mode, "stack-overflow")) g_sink = recurse(0);
   else if (!strcmp(mode, "dlopen")) dlopen_crash(arg);
   else if (!strcmp(mode, "exit0")) exit(0);
+  else if (!strcmp(mode, "own-handler")) {
+    /* Like a runtime that handles SIGSEGV itself and never chains. */
+    signal(SIGSEGV, own_handler);
+    g_sink = null_read();
+  }
   else {
     fprintf(stderr, "unknown mode %s\n", mode);
     exit(2);

@@ -38,9 +38,9 @@ const Capture& sample_capture() {
   g_modules[1].end = 0x7f1001000000;
   g_modules[1].bias = 0x7f1000000000;
   g_modules[1].path = "/usr/bin/python3.11";
-  g_frames[0] = {0x7f0000001234, 0, 0, nullptr, 0, true};
-  g_frames[1] = {0x7f0000005678, 0, 0, "_ZN2at6native3sumERKNS_6TensorE", 0x40, false};
-  g_frames[2] = {0x7f1000000100, 0, 1, "_PyEval_EvalFrameDefault", 0x100, false};
+  g_frames[0] = {0x7f0000001234, 0, 0, nullptr, 0, true, nullptr};
+  g_frames[1] = {0x7f0000005678, 0, 0, "_ZN2at6native3sumERKNS_6TensorE", 0x40, false, nullptr};
+  g_frames[2] = {0x7f1000000100, 0, 1, "_PyEval_EvalFrameDefault", 0x100, false, nullptr};
   g_thread = {};
   g_thread.tid = 4242;
   g_thread.crashed = true;

@@ -1,0 +1,69 @@
+// Staying in front (FAULTLINE_STAY_IN_FRONT=1): a program or library that
+// installs its own handler for a signal faultline handles (a runtime that
+// handles SIGSEGV and exits without chaining) would otherwise take the crash
+// away from faultline. faultline interposes sigaction() and signal(): for its
+// signals, the new handler is recorded as the one faultline hands the signal
+// on to, and the caller is told about the handler it replaced, as if it were
+// installed. Everything else passes straight to libc. Install-side code: it
+// runs in the program's context, not in faultline's handler.
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+
+#include "core/crash.h"
+#include "core/sigaction_real.h"
+
+namespace faultline::core {
+
+volatile int g_stay_in_front = 0;
+
+namespace {
+
+SigactionFn resolve() {
+  if (!g_real_sigaction) {
+    g_real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));
+  }
+  return g_real_sigaction;
+}
+
+bool ours(int signo) {
+  return g_stay_in_front && g_crash.installed && signo > 0 && signo < 65 && g_crash.handled[signo];
+}
+
+}  // namespace
+
+void resolve_real_sigaction() {
+  resolve();
+}
+
+}  // namespace faultline::core
+
+using namespace faultline::core;
+
+extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
+                                                                const struct sigaction* act,
+                                                                struct sigaction* old) {
+  SigactionFn real = resolve();
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  if (!ours(signo)) return real(signo, act, old);
+  // Ours: the caller sees (and replaces) the handler faultline chains to.
+  struct sigaction previous = g_crash.previous[signo];
+  if (act) g_crash.previous[signo] = *act;
+  if (old) *old = previous;
+  return 0;
+}
+
+extern "C" __attribute__((visibility("default"))) sighandler_t signal(int signo,
+                                                                      sighandler_t handler) {
+  struct sigaction sa = {};
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  if (signo > 0 && signo < 65) sigaddset(&sa.sa_mask, signo);
+  sa.sa_flags = SA_RESTART;  // glibc's signal() has BSD semantics
+  struct sigaction old = {};
+  if (sigaction(signo, &sa, &old) != 0) return SIG_ERR;
+  return old.sa_handler;
+}
