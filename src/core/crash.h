@@ -56,8 +56,9 @@ struct Capture {
   ModuleTable modules;
   ThreadCapture* threads;
   int nthreads;
-  int threads_total;  // threads the process had
-  int threads_cut;    // listed without stacks because of the cap
+  int threads_total;         // threads the process had
+  int threads_cut;           // listed without stacks because of the cap
+  uint64_t threads_park_ns;  // how long the other threads took to answer
   bool dump_ok;
   PythonCapture python;
   CaptureErrors errors;

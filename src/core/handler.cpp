@@ -255,7 +255,7 @@ void capture_all(Capture* c, const char* kind, int signo, siginfo_t* info, void*
   run_phase("threads: fault while capturing other threads", c, [&] {
     c->nthreads = capture_other_threads(c->threads, kMaxThreads, cfg.max_threads, cfg.max_frames,
                                         cfg.thread_timeout_ms, c->modules, arena, &c->threads_total,
-                                        &c->threads_cut, &c->errors);
+                                        &c->threads_cut, &c->threads_park_ns, &c->errors);
   });
   for (int k = 1; k < c->nthreads; ++k) {
     ThreadCapture* o = &c->threads[k];

@@ -627,6 +627,11 @@ bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err) {
     w.key(id);
     w.unum(c.phases[i].ns);
   }
+  // Part of "threads": waiting for the other threads to answer the signal.
+  if (c.threads_park_ns) {
+    w.key("threads_park");
+    w.unum(c.threads_park_ns);
+  }
   w.end_object();
   w.field_str("safe_read", safe_read_method_name());
   w.key("arena_bytes_used");

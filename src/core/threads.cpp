@@ -174,7 +174,7 @@ void threads_uninstall() {
 
 int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks, int max_frames,
                           int timeout_ms, const ModuleTable& modules, Arena* arena,
-                          int* threads_total, int* cut, CaptureErrors* errors) {
+                          int* threads_total, int* cut, uint64_t* park_ns, CaptureErrors* errors) {
   *threads_total = 1;
   *cut = 0;
   int count = 1;
@@ -267,6 +267,9 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
       r.slot->nframes = 0;
     }
   }
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  *park_ns = static_cast<uint64_t>((now.tv_sec - start.tv_sec) * 1000000000L +
+                                   (now.tv_nsec - start.tv_nsec));
   // Unwind every parked thread here, then let it go.
   for (int i = 0; i < nreq; ++i) {
     Request& r = g_requests[i];

@@ -27,10 +27,10 @@ void threads_uninstall();
 // Crash time. threads[0] is the owner's own (already captured) entry; fills
 // the rest. Returns the number of entries. `threads_total` receives the
 // number of threads seen, `cut` how many were listed without stacks because
-// of the cap.
+// of the cap, `park_ns` how long the other threads took to answer.
 int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks, int max_frames,
                           int timeout_ms, const ModuleTable& modules, Arena* arena,
-                          int* threads_total, int* cut, CaptureErrors* errors);
+                          int* threads_total, int* cut, uint64_t* park_ns, CaptureErrors* errors);
 
 // Reads a thread's name from /proc/self/task/<tid>/comm into out (cap bytes).
 void read_thread_name(pid_t tid, char* out, size_t cap);
