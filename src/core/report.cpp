@@ -665,23 +665,41 @@ void write_stderr_summary(const Capture& c, const Config&) {
   raw_write_dec(2, t->tid);
   raw_log(" (most recent call first):\n");
   const PyThread* py = python_thread_for(c, t->tid);
-  for (int i = 0; py && i < py->nframes; ++i) {
-    const PyFrame& f = py->frames[i];
-    raw_log("  File \"", f.file ? f.file : "???", "\", line ");
-    raw_write_dec(2, f.line);
-    raw_log(" in ", f.function ? f.function : "???", "\n");
+  // In call order where the Python walker can prove the merge (like the
+  // report), else the Python frames first, as faulthandler prints them.
+  int cap = t->nframes + (py ? py->nframes : 0);
+  FrameRef* refs = nullptr;
+  int merged = -1;
+  if (py && py->nframes > 0 && t->nframes > 0) {
+    refs = g_crash.arena.alloc_array<FrameRef>(static_cast<size_t>(cap));
+    if (refs) merged = interleave_frames(*t, *py, c.modules, refs, cap);
   }
-  int shown = t->nframes < 32 ? t->nframes : 32;
-  for (int i = 0; i < shown; ++i) {
-    const NativeFrame& f = t->frames[i];
+  if (merged < 0 && refs) {
+    merged = 0;
+    for (int i = 0; py && i < py->nframes; ++i) refs[merged++] = {true, i};
+    for (int i = 0; i < t->nframes; ++i) refs[merged++] = {false, i};
+  }
+  int shown = 0;
+  int native_shown = 0;
+  for (int k = 0; k < (refs ? merged : t->nframes) && shown < 48; ++k, ++shown) {
     char line[1200];
     StrBuf b(line, sizeof line);
-    b.add("  #").add_dec(i).add(" ").add_hex(f.pc).add(" ");
-    write_frame_name(&b, c, f);
-    if (f.symbol) b.add("+").add_hex(f.symbol_offset);
+    if (refs && refs[k].python) {
+      const PyFrame& f = py->frames[refs[k].index];
+      b.add("  File \"").add(f.file ? f.file : "???").add("\", line ").add_dec(f.line);
+      b.add(" in ").add(f.function ? f.function : "???");
+    } else {
+      int i = refs ? refs[k].index : k;
+      const NativeFrame& f = t->frames[i];
+      b.add("  #").add_dec(i).add(" ").add_hex(f.pc).add(" ");
+      write_frame_name(&b, c, f);
+      if (f.symbol) b.add("+").add_hex(f.symbol_offset);
+      ++native_shown;
+    }
     b.add("\n");
     raw_write_n(2, line, b.len());
   }
+  shown = native_shown;
   if (t->frames_total > shown) {
     raw_log("  ... ");
     raw_write_dec(2, t->frames_total - shown);

@@ -200,8 +200,15 @@ std::string frame_text(const Frame& f) {
                        f.line ? std::to_string(*f.line) : "???", fn.empty() ? "???" : fn);
   }
   Frame shown = f;
-  shown.symbol = demangle(f.symbol);
-  std::string out = native_location(shown);
+  std::string out;
+  if (!f.function.empty()) {
+    // After `faultline symbolize`: the function from DWARF (already
+    // demangled, and named even where the symbol tables had nothing).
+    out = (f.module.empty() ? std::string("???") : basename(f.module)) + "!" + f.function;
+  } else {
+    shown.symbol = demangle(f.symbol);
+    out = native_location(shown);
+  }
   if (!f.file.empty()) {
     out += " (" + f.file + (f.line ? ":" + std::to_string(*f.line) : "") + ")";
   }
