@@ -9,6 +9,7 @@
 #include "core/annotations.h"
 #include "core/arena.h"
 #include "core/capture.h"
+#include "core/fd_identity.h"
 #include "core/modules.h"
 #include "core/python.h"
 
@@ -90,8 +91,10 @@ struct CrashState {
   struct sigaction previous[65]{};
   bool handled[65]{};
   bool installed{};
-  pid_t pid{};          // our pid, updated in fork children
-  int reserved_fd{-1};  // closed at crash time so a report can be opened
+  pid_t pid{};               // our pid, updated in fork children
+  int reserved_fd{-1};       // closed at crash time so a report can be opened
+  FdIdentity reserved_id{};  // what reserved_fd is (the program may reuse the number)
+  FdIdentity dir_id{};       // what config.dir_fd is
 };
 
 // What faultline_callback_writer points to.

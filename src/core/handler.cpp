@@ -19,6 +19,7 @@
 #include "core/elf_symbols.h"
 #include "core/raw_log.h"
 #include "core/recover.h"
+#include "core/safe_read.h"
 #include "core/sigaction_real.h"
 #include "core/signals.h"
 #include "core/str.h"
@@ -287,7 +288,8 @@ volatile int g_dumps_written = 0;
 
 void release_reserved_fd() {
   int fd = __atomic_exchange_n(&g_crash.reserved_fd, -1, __ATOMIC_ACQ_REL);
-  if (fd >= 0) close(fd);
+  // Only if the number is still ours: never close the program's file.
+  if (fd >= 0 && fd_still(fd, g_crash.reserved_id)) close(fd);
 }
 
 // The crash state lives in the arena; each capture starts it afresh.
@@ -295,6 +297,7 @@ Capture* begin_capture() {
   // Frees the descriptor reserved at install: a process that ran out of file
   // descriptors can still read symbol tables and write its report.
   release_reserved_fd();
+  safe_read_check_fds();
   g_crash.arena.reset();
   Capture* c = static_cast<Capture*>(g_crash.arena.alloc(sizeof(Capture), alignof(Capture)));
   g_crash.capture = c;
@@ -326,9 +329,9 @@ bool write_report(const Capture& c) {
   int err = cfg.dir_fd < 0 ? cfg.dir_errno : 0;
   bool written = false;
   int dir_fd = cfg.dir_fd;
-  if (dir_fd >= 0 && fcntl(dir_fd, F_GETFD) < 0) {
-    // The program closed our descriptor (daemons close all fds): open the
-    // directory again by its path.
+  if (dir_fd >= 0 && !fd_still(dir_fd, g_crash.dir_id)) {
+    // The program closed our descriptor (daemons close all fds), or reused
+    // its number for another file: open the directory again by its path.
     dir_fd = open(cfg.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir_fd < 0) err = errno;
   }
@@ -484,6 +487,7 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
   // The process goes on: keep a descriptor in reserve again.
   int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
   int none = -1;
+  if (spare >= 0) g_crash.reserved_id = fd_identity(spare);
   if (spare >= 0 && !__atomic_compare_exchange_n(&g_crash.reserved_fd, &none, spare, false,
                                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     close(spare);

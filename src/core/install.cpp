@@ -84,6 +84,7 @@ void atfork_child() {
 void reserve_fd() {
   if (g_crash.reserved_fd >= 0) return;
   g_crash.reserved_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  g_crash.reserved_id = fd_identity(g_crash.reserved_fd);
 }
 constexpr int kDefaultWatchdogSeconds = 10;
 
@@ -194,6 +195,7 @@ void open_report_dir(Config* cfg, const char* dir) {
   if (!dir || !*dir) dir = ".";
   cfg->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   cfg->dir_errno = cfg->dir_fd < 0 ? errno : 0;
+  g_crash.dir_id = fd_identity(cfg->dir_fd);
   char* real = realpath(dir, nullptr);
   str_copy(cfg->dir, sizeof cfg->dir, real ? real : dir);
   free(real);

@@ -6,12 +6,15 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "core/fd_identity.h"
+
 namespace faultline::core {
 namespace {
 
 // Decided at install and on the first denial; read by the handler.
 volatile int g_method = static_cast<int>(SafeReadMethod::kVmReadv);
 int g_pipe[2] = {-1, -1};
+FdIdentity g_pipe_id[2];
 // One pipe is shared: a reader claims it with this flag (never waits on a
 // lock: after a bounded spin it gives up and reports failure).
 volatile int g_pipe_busy = 0;
@@ -67,6 +70,8 @@ void safe_read_init() {
     if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
       g_pipe[0] = g_pipe[1] = -1;
     }
+    g_pipe_id[0] = fd_identity(g_pipe[0]);
+    g_pipe_id[1] = fd_identity(g_pipe[1]);
   }
   // Probe once: if process_vm_readv is denied here it will be at crash time.
   int probe = 0x5afe;
@@ -77,6 +82,14 @@ void safe_read_init() {
   }
 }
 
+void safe_read_check_fds() {
+  if (g_pipe[0] >= 0 &&
+      (!fd_still(g_pipe[0], g_pipe_id[0]) || !fd_still(g_pipe[1], g_pipe_id[1]))) {
+    // The program closed or reused our pipe: never write its files.
+    g_pipe[0] = g_pipe[1] = -1;
+  }
+}
+
 void safe_read_reset_after_fork() {
   if (g_pipe[0] >= 0) {
     close(g_pipe[0]);
@@ -84,6 +97,8 @@ void safe_read_reset_after_fork() {
     g_pipe[0] = g_pipe[1] = -1;
   }
   if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) g_pipe[0] = g_pipe[1] = -1;
+  g_pipe_id[0] = fd_identity(g_pipe[0]);
+  g_pipe_id[1] = fd_identity(g_pipe[1]);
   g_pipe_busy = 0;
 }
 

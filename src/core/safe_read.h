@@ -19,6 +19,9 @@ enum class SafeReadMethod : int { kVmReadv = 0, kPipe = 1, kNone = 2 };
 
 // Called at install (not signal-safe: creates the pipe). Idempotent.
 void safe_read_init();
+// Crash time: stops using the pipe if the program closed or reused its
+// descriptors. Async-signal-safe.
+void safe_read_check_fds();
 // In a fork child: a pipe of its own (install-time context, not signal-safe).
 void safe_read_reset_after_fork();
 // Forces a method, for tests of the fallback. Install-time only.

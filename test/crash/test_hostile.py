@@ -303,3 +303,17 @@ def test_faulthandler_behind_faultline_in_front():
     assert 'File "<string>", line 3 in f' in r.stderr
     fltest.validate(r.report)
     assert r.stderr.index("report written") < r.stderr.index("Current thread 0x")  # faulthandler's
+
+
+def test_program_that_closes_and_reuses_our_descriptors():
+    # Dumps must never close or write the program's files, and a crash after
+    # the report directory's descriptor was closed still lands in the directory.
+    r = fltest.run([THREADS, "reuse-fds"], env={"FAULTLINE_DUMP": "1", "FAULTLINE_STDERR": "0"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "descriptors intact" in r.stdout
+    assert len(r.reports) == 3 and all(rep["kind"] == "dump" for rep in r.reports)
+    r = fltest.run([THREADS, "reuse-fds", "crash"], env={"FAULTLINE_DUMP": "1"})
+    assert r.returncode == -signal.SIGSEGV
+    crashes = [rep for rep in r.reports if rep["kind"] == "crash"]
+    assert len(crashes) == 1
+    fltest.validate(crashes[0])

@@ -148,6 +148,25 @@ int main(int argc, char** argv) {
     printf("child %d %s %d\n", (int)pid, WIFSIGNALED(st) ? "signal" : "exit",
            WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
     return 0;
+  } else if (!strcmp(mode, "reuse-fds")) {
+    /* A daemon-like program: closes every descriptor it did not open, then
+     * opens its own files, which get the numbers faultline had. Then live
+     * dumps (SIGUSR2 under FAULTLINE_DUMP=1) and, with "crash", a crash. */
+    for (int fd = 3; fd < 1024; ++fd) close(fd);
+    int mine[8];
+    for (int i = 0; i < 8; ++i) mine[i] = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+    for (int i = 0; i < 3; ++i) raise(SIGUSR2);
+    char c;
+    for (int i = 0; i < 8; ++i) {
+      if (read(mine[i], &c, 1) != 1) {
+        printf("descriptor %d was taken from the program\n", mine[i]);
+        return 7;
+      }
+    }
+    printf("descriptors intact\n");
+    fflush(stdout);
+    if (argc > 2 && !strcmp(argv[2], "crash")) crash_now();
+    return 0;
   } else if (!strcmp(mode, "exec")) {
     execv(argv[2], argv + 2);
     return 5;

@@ -1,0 +1,29 @@
+// Our descriptors are the program's too: it may close them (daemons close
+// every fd) and reuse the numbers for its own files. Before faultline uses or
+// closes a descriptor it kept since install, it checks that the number still
+// names the same open file. Async-signal-safe (fstat).
+#pragma once
+
+#include <sys/stat.h>
+
+namespace faultline::core {
+
+struct FdIdentity {
+  dev_t dev;
+  ino_t ino;
+  bool valid;
+};
+
+inline FdIdentity fd_identity(int fd) {
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) return FdIdentity{0, 0, false};
+  return FdIdentity{st.st_dev, st.st_ino, true};
+}
+
+// True if fd is still the file it was when `id` was taken.
+inline bool fd_still(int fd, const FdIdentity& id) {
+  FdIdentity now = fd_identity(fd);
+  return id.valid && now.valid && now.dev == id.dev && now.ino == id.ino;
+}
+
+}  // namespace faultline::core
