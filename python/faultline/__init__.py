@@ -69,21 +69,40 @@ def _find_loaded():
     return None
 
 
+load_error = None
+
+
 def load(path=None):
-    """Loads libfaultline.so (path, or FAULTLINE_LIB) into this process, which
-    installs its crash handlers as a preload would. Returns True on success.
-    Only needed when the library was neither preloaded nor linked."""
-    global _lib
+    """Tries to load libfaultline.so (path, or FAULTLINE_LIB) into this
+    running process and install its crash handlers. Returns True on success.
+
+    Preloading (LD_PRELOAD) or linking is the supported way: the library and
+    libunwind use initial-exec thread-local storage, which the dynamic
+    loader can usually not provide to a library loaded this late ("cannot
+    allocate memory in static TLS block"). On failure the loader's message is
+    kept in faultline.load_error."""
+    global _lib, load_error
     if _lib is not None:
         return True
     path = path or os.environ.get("FAULTLINE_LIB")
     if not path:
+        load_error = "no path given and FAULTLINE_LIB is not set"
         return False
     try:
-        _lib = _bind(ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))
-    except OSError:
-        _lib = None
-    return _lib is not None
+        lib = _bind(ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))
+    except OSError as e:
+        load_error = str(e)
+        return False
+    if lib is None:
+        load_error = f"{path} does not export the faultline API"
+        return False
+    lib.faultline_install.argtypes = [ctypes.c_void_p]
+    rc = lib.faultline_install(None)
+    if rc != 0:
+        load_error = f"faultline_install failed: {os.strerror(-rc)}"
+        return False
+    _lib = lib
+    return True
 
 
 def available():

@@ -123,6 +123,10 @@ extern CrashState g_crash;
 // handler.cpp
 void crash_signal_handler(int signo, siginfo_t* info, void* ucontext);
 void dump_signal_handler(int signo, siginfo_t* info, void* ucontext);
+// Install time: the stack the owner of a crash runs on (see handler.cpp).
+bool make_crash_stack();
+// In a fork child: nobody owns a crash there.
+void reset_ownership_after_fork();
 int dumps_written();
 const char* last_report_path();
 

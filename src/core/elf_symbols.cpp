@@ -84,9 +84,34 @@ struct Best {
 // Symbols are read 256 at a time (6 KiB of stack).
 constexpr size_t kSymChunk = 256;
 
+// The symbol chunk buffer: static, not on the (possibly small) signal
+// stack; only the owner of a crash symbolizes.
+ElfW(Sym) g_syms[kSymChunk];
+
+// First index in sorted addrs[0..n) with addrs[i] >= v.
+int lower_bound(const uint64_t* addrs, int n, uint64_t v) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (addrs[mid] < v) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+// An unsized symbol (an assembler label) names the addresses after it up to
+// this far, when nothing sized covers them.
+constexpr uint64_t kUnsizedReach = 64 * 1024;
+
+// One pass over a symbol table for all of a module's frames: addrs is
+// sorted, so each symbol finds the frames it covers by binary search
+// (symbols x log frames, not symbols x frames: libtorch has 100,000+).
 void scan_table(const ElfSource& src, const SymTab& t, int table_index, const uint64_t* addrs,
                 Best* best, int n) {
-  ElfW(Sym) syms[kSymChunk];
+  ElfW(Sym)* syms = g_syms;
   uint64_t count = t.sym_size / sizeof(ElfW(Sym));
   for (uint64_t i = 0; i < count; i += kSymChunk) {
     size_t take = count - i < kSymChunk ? count - i : kSymChunk;
@@ -94,9 +119,9 @@ void scan_table(const ElfSource& src, const SymTab& t, int table_index, const ui
     for (size_t k = 0; k < take; ++k) {
       const ElfW(Sym)& s = syms[k];
       if (!is_code_symbol(s)) continue;
-      for (int f = 0; f < n; ++f) {
+      uint64_t end = s.st_size > 0 ? s.st_value + s.st_size : s.st_value + kUnsizedReach;
+      for (int f = lower_bound(addrs, n, s.st_value); f < n && addrs[f] < end; ++f) {
         uint64_t a = addrs[f];
-        if (a < s.st_value) continue;
         bool inside = s.st_size > 0 && a < s.st_value + s.st_size;
         Best& b = best[f];
         // An exact (sized) match beats a nearest-below one; among exact
@@ -142,20 +167,46 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
     const char* name;
   };
   constexpr int kCacheSlots = 256;
-  CachedName cache[kCacheSlots];
+  static CachedName cache[kCacheSlots];  // static: the signal stack may be small
   for (CachedName& e : cache) e = {-1, 0, nullptr};
-  // Per-frame scratch: 64 frames at a time keeps the stack use bounded.
+  // All of the module's frames at once, sorted by address (arena memory);
+  // if the arena is short, 64 at a time from static scratch.
   constexpr int kBatch = 64;
-  for (int start = 0; start < n; start += kBatch) {
-    int m = n - start < kBatch ? n - start : kBatch;
-    uint64_t addrs[kBatch];
-    Best best[kBatch];
+  static uint64_t batch_addrs[kBatch];
+  static Best batch_best[kBatch];
+  static NativeFrame* batch_frames[kBatch];
+  uint64_t* addrs = arena->alloc_array<uint64_t>(static_cast<size_t>(n));
+  Best* best = arena->alloc_array<Best>(static_cast<size_t>(n));
+  NativeFrame** sorted = arena->alloc_array<NativeFrame*>(static_cast<size_t>(n));
+  int step = n;
+  if (!addrs || !best || !sorted) {
+    addrs = batch_addrs;
+    best = batch_best;
+    sorted = batch_frames;
+    step = kBatch;
+  }
+  for (int start = 0; start < n; start += step) {
+    int m = n - start < step ? n - start : step;
     for (int f = 0; f < m; ++f) {
       const NativeFrame* fr = frames[start + f];
       // A return address may be one past a noreturn call: look up pc-1.
       uintptr_t pc = fr->signal_frame ? fr->pc : fr->pc - 1;
       addrs[f] = pc - module.bias;
+      sorted[f] = frames[start + f];
       best[f] = {0, 0, 0, -1, false};
+    }
+    // Insertion sort: frames arrive mostly grouped by call site.
+    for (int i = 1; i < m; ++i) {
+      uint64_t a = addrs[i];
+      NativeFrame* fr = sorted[i];
+      int j = i - 1;
+      while (j >= 0 && addrs[j] > a) {
+        addrs[j + 1] = addrs[j];
+        sorted[j + 1] = sorted[j];
+        --j;
+      }
+      addrs[j + 1] = a;
+      sorted[j + 1] = fr;
     }
     for (int t = 0; t < ntabs; ++t) {
       // Stop early when every frame has an exact match from .symtab.
@@ -169,7 +220,7 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
       if (b.table < 0) continue;
       const SymTab& t = tabs[b.table];
       if (b.name >= t.str_size) continue;
-      NativeFrame* frame = frames[start + f];
+      NativeFrame* frame = sorted[f];
       CachedName& slot =
           cache[(b.name * 2654435761u + static_cast<uint32_t>(b.table)) % kCacheSlots];
       if (slot.table == b.table && slot.offset == b.name && slot.name) {
@@ -177,7 +228,7 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
         frame->symbol_offset = (frame->pc - module.bias) - b.value;
         continue;
       }
-      char name[kMaxSymbolName];
+      static char name[kMaxSymbolName];
       size_t want = t.str_size - b.name < sizeof name - 1 ? t.str_size - b.name : sizeof name - 1;
       // Read in pieces, so a name near the end of the file still works.
       size_t got = 0;

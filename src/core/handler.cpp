@@ -10,6 +10,7 @@
 #include <setjmp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -47,7 +48,6 @@ namespace {
 
 // The thread that owns the crash (or a live dump); 0 while none does.
 volatile pid_t g_owner = 0;
-volatile int g_owner_is_dump = 0;
 volatile const char* g_phase = "start";
 volatile int g_signo = 0;
 struct sigaction g_old_alarm;
@@ -109,8 +109,13 @@ void disarm_watchdog(int seconds) {
 // would not recur (sent by a process: abort, kill; or a trap, whose pc is
 // already past the int3) is re-sent to this thread while blocked here, and
 // is delivered when the return restores the interrupted context's mask.
-void chain(int signo, siginfo_t* info) {
+// Returns true when the previous handler is a function of the program's
+// (which may recover), false when the process now dies.
+bool chain(int signo, siginfo_t* info) {
   struct sigaction prev = g_crash.previous[signo];
+  // From here on the signal is the program's again (the sigaction
+  // interposer lets its calls through).
+  g_crash.handled[signo] = false;
   if (prev.sa_handler == SIG_IGN) {
     // A synchronous fatal signal cannot be ignored: fall to the default.
     prev.sa_handler = SIG_DFL;
@@ -126,6 +131,50 @@ void chain(int signo, siginfo_t* info) {
     sigprocmask(SIG_BLOCK, &set, nullptr);
     syscall(SYS_tgkill, sys_getpid(), sys_gettid(), signo);
   }
+  return prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN;
+}
+
+// The crash stack: the owner of a crash or dump runs its capture here, not
+// on whatever alternate stack the thread has (Python's faulthandler installs
+// one of under 10 KiB). Mapped at install with a guard page.
+constexpr size_t kCrashStackBytes = 512u << 10;
+char* g_crash_stack = nullptr;  // lowest usable byte
+
+void trampoline_body(void (*fn)(void*), void* arg) {
+  // Off the alternate stack now: disable it while we run, so a fault in the
+  // capture is delivered here on the crash stack instead of at the top of
+  // the alternate stack, where it would overwrite the frame we return to.
+  stack_t off = {};
+  off.ss_flags = SS_DISABLE;
+  stack_t old = {};
+  bool swapped = sigaltstack(&off, &old) == 0;
+  fn(arg);
+  if (swapped) sigaltstack(&old, nullptr);
+}
+
+// Runs fn(arg) on the crash stack (or here when there is none or we are on
+// it already).
+void run_on_crash_stack(void (*fn)(void*), void* arg) {
+  char* base = g_crash_stack;
+  uintptr_t sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  uintptr_t lo = reinterpret_cast<uintptr_t>(base);
+  if (!base || (sp >= lo && sp < lo + kCrashStackBytes)) {
+    fn(arg);
+    return;
+  }
+  char* top = base + kCrashStackBytes;  // 16-byte aligned (page aligned)
+  void (*body)(void (*)(void*), void*) = trampoline_body;
+  __asm__ volatile(
+      "mov %%rsp, %%rbx\n\t"
+      "mov %[top], %%rsp\n\t"
+      "call *%[body]\n\t"
+      "mov %%rbx, %%rsp\n\t"
+      : "+D"(fn), "+S"(arg)
+      : [top] "r"(top), [body] "r"(body)
+      : "rbx", "rax", "rcx", "rdx", "r8", "r9", "r10", "r11", "memory", "cc", "xmm0", "xmm1",
+        "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+        "xmm13", "xmm14", "xmm15", "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)",
+        "st(7)");
 }
 
 uint64_t now_ns() {
@@ -311,7 +360,26 @@ Capture* begin_capture() {
 
 // Creates the report: <dir>/.faultline-<...>.json.tmp, written, renamed.
 // Falls back to writing the JSON on stderr when no file can be made.
-bool write_report(const Capture& c) {
+int g_write_errno = 0;  // why the last report could not be written
+
+// Says on stderr where the report went, or, when it could not be written,
+// puts the whole report there between markers, so nothing is lost if stderr
+// is kept.
+void announce_report(const Capture& c, bool written) {
+  const Config& cfg = g_crash.config;
+  if (written) {
+    if (cfg.write_stderr) raw_log("faultline: report written to ", g_last_report, "\n");
+    return;
+  }
+  raw_log("faultline: could not write the report to ", cfg.dir, ": ",
+          strerrorname_np(g_write_errno));
+  raw_log("\nfaultline: the report follows on stderr\n--- faultline report begin ---\n");
+  int ignored = 0;
+  write_json_report(c, cfg, 2, &ignored);
+  raw_log("--- faultline report end ---\n");
+}
+
+bool write_report(const Capture& c, bool announce) {
   const Config& cfg = g_crash.config;
   char stamp[16];
   format_compact(stamp, c.time_sec);
@@ -360,17 +428,83 @@ bool write_report(const Capture& c) {
   if (written) {
     StrBuf last(g_last_report, sizeof g_last_report);
     last.add(cfg.dir).add("/").add(name);
-    if (cfg.write_stderr) raw_log("faultline: report written to ", g_last_report, "\n");
-    return true;
   }
-  // No file: the whole report goes to stderr between markers, so nothing is
-  // lost if stderr is kept.
-  raw_log("faultline: could not write the report to ", cfg.dir, ": ", strerrorname_np(err));
-  raw_log("\nfaultline: the report follows on stderr\n--- faultline report begin ---\n");
-  int ignored = 0;
-  write_json_report(c, cfg, 2, &ignored);
-  raw_log("--- faultline report end ---\n");
-  return false;
+  g_write_errno = err;
+  if (announce) announce_report(c, written);
+  return written;
+}
+
+}  // namespace
+
+namespace {
+
+// The owner word: the owning thread's tid, with kDumpBit set while that
+// owner takes a live dump. One atomic word, so a crash can never mistake a
+// dump for another crash in the window between claiming and flagging.
+constexpr pid_t kDumpBit = 0x40000000;  // tids are below 2^22
+
+// Set once the crash report is finished: threads that crashed meanwhile hand
+// their own signals on then.
+volatile int g_report_done = 0;
+
+struct OwnerWork {
+  int signo;
+  siginfo_t* info;
+  void* ucv;
+  bool dump;
+  bool written;
+};
+
+void crash_work(void* arg) {
+  OwnerWork* w = static_cast<OwnerWork*>(arg);
+  const Config& cfg = g_crash.config;
+  Capture* c = begin_capture();
+  if (!c) {
+    raw_log("faultline: no crash arena; no report\n");
+    return;
+  }
+  // abort() from our terminate handler (on this thread): an uncaught C++
+  // exception.
+  bool terminating = w->signo == SIGABRT && __atomic_load_n(&g_terminate.set, __ATOMIC_ACQUIRE) &&
+                     g_terminate.tid == sys_gettid();
+  capture_all(c, terminating ? "terminate" : "crash", w->signo, w->info, w->ucv);
+  // The file first: stderr may be a dead or full pipe.
+  w->written = write_report(*c, /*announce=*/false);
+  // torchrun's agent reads this file to name the root cause.
+  g_phase = "torchelastic error file";
+  write_torchelastic_error_file(*c, cfg.dir, w->written ? path_basename(g_last_report) : nullptr);
+  // stderr last: it may be a pipe nobody reads (writes to it are bounded).
+  if (cfg.write_stderr) {
+    g_phase = "stderr summary";
+    write_stderr_summary(*c, cfg);
+  }
+  if (cfg.write_stderr || !w->written) announce_report(*c, w->written);
+}
+
+void dump_work(void* arg) {
+  OwnerWork* w = static_cast<OwnerWork*>(arg);
+  Capture* c = begin_capture();
+  if (!c) return;
+  capture_all(c, "dump", w->signo, w->info, w->ucv);
+  c->dump_ok = true;
+  w->written = write_report(*c, /*announce=*/false);
+  if (g_crash.config.write_stderr || !w->written) announce_report(*c, w->written);
+}
+
+void ignore_sigpipe(struct sigaction* old) {
+  struct sigaction ign = {};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  real_sigaction(SIGPIPE, &ign, old);
+}
+
+// Waits (bounded) for the crash owner to finish its report.
+void wait_for_report(int limit_ms) {
+  for (int waited = 0; waited < limit_ms && !__atomic_load_n(&g_report_done, __ATOMIC_ACQUIRE);
+       waited += 5) {
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
 }
 
 }  // namespace
@@ -383,73 +517,78 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
     die_with_default(signo);
   }
   pid_t self = sys_gettid();
-  if (t_recover_armed) {
-    // A fault inside one of our own capture steps on this thread.
-    t_recover_armed = 0;
-    siglongjmp(t_recover, 1);
+  bool from_kernel = !signal_sent_by_process(info->si_code);
+  pid_t owner = __atomic_load_n(&g_owner, __ATOMIC_ACQUIRE);
+  if ((owner & ~kDumpBit) == self) {
+    if (!from_kernel) {
+      // kill -ABRT from a supervisor landed on the thread writing the
+      // report: the process is ending anyway; let the report finish.
+      errno = saved_errno;
+      return;
+    }
+    if (t_recover_armed) {
+      // A fault inside one of our own capture steps on this thread.
+      t_recover_armed = 0;
+      siglongjmp(t_recover, 1);
+    }
+    raw_log("faultline: fault inside the crash handler (", const_cast<const char*>(g_phase),
+            "); no report\n");
+    die_with_default(g_signo ? g_signo : signo);
   }
-  pid_t expected = 0;
-  for (;;) {
+  const Config& cfg = g_crash.config;
+  int limit_ms = (cfg.watchdog_seconds > 0 ? cfg.watchdog_seconds : 10) * 1000;
+  for (int waited_ms = 0;; ++waited_ms) {
+    pid_t expected = 0;
     if (__atomic_compare_exchange_n(&g_owner, &expected, self, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
       break;
     }
-    if (expected == self) {
-      raw_log("faultline: fault inside the crash handler (", const_cast<const char*>(g_phase),
-              "); no report\n");
-      die_with_default(g_signo ? g_signo : signo);
-    }
-    if (g_owner_is_dump) {
+    if ((expected & kDumpBit) && waited_ms < limit_ms) {
       // A live dump is being written: let it finish, then report the crash.
       struct timespec ts = {0, 1000 * 1000};
       nanosleep(&ts, nullptr);
-      expected = 0;
       continue;
     }
+    if (expected & kDumpBit) die_with_default(signo);  // the dump never ended
     // Another thread owns the crash: record ours for its report, leave our
-    // crash context for its stack request, and wait for the process to end.
+    // crash context for its stack request, wait for the report, then hand
+    // our own signal on as if faultline were not there.
     int slot = __atomic_fetch_add(&g_nsecondary, 1, __ATOMIC_ACQ_REL);
     if (slot < kMaxSecondary) {
-      SecondaryCrash& s = g_secondary[slot];
-      s.tid = self;
-      s.signo = signo;
-      s.code = info->si_code;
-      s.addr = reinterpret_cast<uintptr_t>(info->si_addr);
-      s.pc = ucv ? static_cast<uintptr_t>(static_cast<ucontext_t*>(ucv)->uc_mcontext.gregs[REG_RIP])
-                 : 0;
-      __atomic_store_n(&s.valid, 1, __ATOMIC_RELEASE);
+      SecondaryCrash& sc = g_secondary[slot];
+      sc.tid = self;
+      sc.signo = signo;
+      sc.code = info->si_code;
+      sc.addr = reinterpret_cast<uintptr_t>(info->si_addr);
+      sc.pc =
+          ucv ? static_cast<uintptr_t>(static_cast<ucontext_t*>(ucv)->uc_mcontext.gregs[REG_RIP])
+              : 0;
+      __atomic_store_n(&sc.valid, 1, __ATOMIC_RELEASE);
     }
     note_secondary_crash(static_cast<ucontext_t*>(ucv));
-    int limit_ms =
-        (g_crash.config.watchdog_seconds > 0 ? g_crash.config.watchdog_seconds : 10) * 1000;
-    for (int waited = 0; waited < limit_ms; waited += 10) {
-      struct timespec ts = {0, 10 * 1000 * 1000};
-      nanosleep(&ts, nullptr);
-    }
-    die_with_default(signo);
+    wait_for_report(limit_ms);
+    errno = saved_errno;
+    chain(signo, info);
+    return;
   }
   g_signo = signo;
-  const Config& cfg = g_crash.config;
+  // A dead stderr pipe must not kill us with SIGPIPE: ignored, a write
+  // just fails with EPIPE (and no signal stays pending for later).
+  struct sigaction old_pipe;
+  ignore_sigpipe(&old_pipe);
   arm_watchdog(cfg.watchdog_seconds);
-  Capture* c = begin_capture();
-  if (c) {
-    // abort() from our terminate handler: an uncaught C++ exception.
-    bool terminating = signo == SIGABRT && __atomic_load_n(&g_terminate.set, __ATOMIC_ACQUIRE);
-    capture_all(c, terminating ? "terminate" : "crash", signo, info, ucv);
-    if (cfg.write_stderr) {
-      g_phase = "stderr summary";
-      write_stderr_summary(*c, cfg);
-    }
-    bool written = write_report(*c);
-    // torchrun's agent reads this file to name the root cause.
-    g_phase = "torchelastic error file";
-    write_torchelastic_error_file(*c, cfg.dir, written ? path_basename(g_last_report) : nullptr);
-  } else {
-    raw_log("faultline: no crash arena; no report\n");
-  }
+  OwnerWork work = {signo, info, ucv, false, false};
+  run_on_crash_stack(crash_work, &work);
   disarm_watchdog(cfg.watchdog_seconds);
+  real_sigaction(SIGPIPE, &old_pipe, nullptr);
+  __atomic_store_n(&g_report_done, 1, __ATOMIC_RELEASE);
   errno = saved_errno;
-  chain(signo, info);
+  if (chain(signo, info)) {
+    // The program's own handler runs next and may recover (a JIT, a
+    // runtime): a later crash deserves its own report.
+    g_report_done = 0;
+    __atomic_store_n(&g_owner, 0, __ATOMIC_RELEASE);
+  }
   // Returning re-executes the faulting instruction under the restored
   // handler (or delivers the re-sent signal).
 }
@@ -464,26 +603,23 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
   // in progress wins.
   for (int waited_ms = 0;; ++waited_ms) {
     pid_t expected = 0;
-    if (__atomic_compare_exchange_n(&g_owner, &expected, self, false, __ATOMIC_ACQ_REL,
+    if (__atomic_compare_exchange_n(&g_owner, &expected, self | kDumpBit, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
       break;
     }
-    if (!g_owner_is_dump || expected == self || waited_ms > 10000) {
+    if (!(expected & kDumpBit) || (expected & ~kDumpBit) == self || waited_ms > 10000) {
       errno = saved_errno;
       return;
     }
     struct timespec ts = {0, 1000 * 1000};
     nanosleep(&ts, nullptr);
   }
-  g_owner_is_dump = 1;
-  Capture* c = begin_capture();
-  bool ok = false;
-  if (c) {
-    capture_all(c, "dump", signo, info, ucv);
-    c->dump_ok = true;
-    ok = write_report(*c);
-  }
-  g_dumps_written += ok ? 1 : 0;
+  struct sigaction old_pipe;
+  ignore_sigpipe(&old_pipe);
+  OwnerWork work = {signo, info, ucv, true, false};
+  run_on_crash_stack(dump_work, &work);
+  real_sigaction(SIGPIPE, &old_pipe, nullptr);
+  g_dumps_written += work.written ? 1 : 0;
   // The process goes on: keep a descriptor in reserve again.
   int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
   int none = -1;
@@ -492,10 +628,27 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
                                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     close(spare);
   }
-  g_owner_is_dump = 0;
   __atomic_store_n(&g_owner, 0, __ATOMIC_RELEASE);
   if (g_crash.config.exit_after_dump && info->si_code == SI_TIMER) _exit(1);
   errno = saved_errno;
+}
+
+bool make_crash_stack() {
+  if (g_crash_stack) return true;
+  size_t page = 4096;
+  void* p = mmap(nullptr, kCrashStackBytes + page, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+  if (p == MAP_FAILED) return false;
+  mprotect(p, page, PROT_NONE);  // a guard page below it
+  g_crash_stack = static_cast<char*>(p) + page;
+  return true;
+}
+
+void reset_ownership_after_fork() {
+  g_owner = 0;
+  g_report_done = 0;
+  g_nsecondary = 0;
+  g_signo = 0;
 }
 
 int dumps_written() {

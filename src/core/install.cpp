@@ -78,6 +78,7 @@ void arm_dump_timer(int seconds, int signo) {
 // their own names) and must not share the SafeReader's pipe with the parent.
 void atfork_child() {
   g_crash.pid = static_cast<pid_t>(syscall(SYS_getpid));
+  reset_ownership_after_fork();
   safe_read_reset_after_fork();
 }
 
@@ -303,6 +304,7 @@ int faultline_install(const faultline_options* opts) {
     cfg->start_nsec = ts.tv_nsec;
   }
   install_altstack();
+  make_crash_stack();
 
   struct sigaction sa = {};
   sa.sa_sigaction = crash_signal_handler;

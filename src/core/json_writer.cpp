@@ -1,6 +1,7 @@
 #include "core/json_writer.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include "core/str.h"
@@ -31,6 +32,14 @@ bool FdSink::flush() {
   size_t off = 0;
   while (off < len_) {
     if (fd_ < 0) break;
+    // Bounded: a pipe nobody reads (stderr of a dead log collector) must
+    // not hold the crash handler. Regular files are always ready.
+    struct pollfd p = {fd_, POLLOUT, 0};
+    if (poll(&p, 1, 1000) == 0) {
+      failed_ = true;
+      errno_ = ETIMEDOUT;
+      break;
+    }
     ssize_t w = write(fd_, buf_ + off, len_ - off);
     if (w < 0) {
       if (errno == EINTR) continue;

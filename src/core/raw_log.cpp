@@ -1,15 +1,27 @@
 #include "core/raw_log.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include "core/str.h"
 
 namespace faultline::core {
 
+// A descriptor that stayed unwritable for a second (a pipe nobody reads) is
+// given up on for the rest of the process's life: the handler must finish.
+int g_stuck_fd = -1;
+
 void raw_write_n(int fd, const char* s, unsigned long n) {
   int saved = errno;
   while (n > 0) {
+    if (fd == g_stuck_fd) break;
+    struct pollfd p = {fd, POLLOUT, 0};
+    int ready = poll(&p, 1, 1000);
+    if (ready == 0) {
+      g_stuck_fd = fd;
+      break;
+    }
     ssize_t w = write(fd, s, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) break;

@@ -49,6 +49,16 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
     return -1;
   }
   if (!ours(signo)) return real(signo, act, old);
+  if (act && !(act->sa_flags & SA_SIGINFO) &&
+      (act->sa_handler == SIG_DFL || act->sa_handler == SIG_IGN)) {
+    // signal(sig, SIG_DFL); raise(sig): the program means to die (or to
+    // ignore) as it would without us. faultline steps aside for this signal.
+    g_crash.handled[signo] = false;
+    struct sigaction previous = g_crash.previous[signo];
+    int rc = real(signo, act, nullptr);
+    if (old) *old = previous;
+    return rc;
+  }
   // Ours: the caller sees (and replaces) the handler faultline chains to.
   struct sigaction previous = g_crash.previous[signo];
   if (act) g_crash.previous[signo] = *act;

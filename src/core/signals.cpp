@@ -108,7 +108,7 @@ const SignalCodeInfo* find_signal_code(int signo, int code) {
 
 int parse_signal(const char* s) {
   int64_t n = 0;
-  if (parse_int(s, &n)) return (n > 0 && n < 65) ? static_cast<int>(n) : 0;
+  if (parse_int(s, &n)) return (n > 0 && n < 64) ? static_cast<int>(n) : 0;
   for (const auto& sig : kSignals) {
     if (str_eq(s, sig.name) || str_eq(s, sig.name + 3)) return sig.number;
   }

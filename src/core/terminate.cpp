@@ -4,6 +4,8 @@
 #include "core/terminate.h"
 
 #include <cxxabi.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <exception>
 #include <typeinfo>
@@ -32,6 +34,7 @@ bool g_installed = false;
       // Not a std::exception (throw 42): the type is all there is.
     }
   }
+  t.tid = static_cast<int>(syscall(SYS_gettid));
   __atomic_store_n(&t.set, 1, __ATOMIC_RELEASE);
   // The previous handler (libstdc++'s verbose one prints the familiar
   // "terminate called after throwing ...") ends with abort(), which our

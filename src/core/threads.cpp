@@ -17,9 +17,10 @@ namespace faultline::core {
 namespace {
 
 // One request per thread slot. state: 0 idle or withdrawn, 1 requested,
-// 2 claimed by the target, 3 parked (uc is set; the target waits),
-// 4 released by the owner. Written by the owner before the signal, by the
-// target after.
+// 2 claimed by the target, 3 parked (uc is set; the target waits for the
+// owner to unwind it), 4 done (unwound by itself, or released by the
+// owner), 5 gone (the thread exited before it was asked). Written by the owner before the signal,
+// by the target after.
 struct Request {
   volatile pid_t tid;
   volatile int state;
@@ -31,8 +32,22 @@ struct Request {
 // A parked thread gives up waiting after 30 s: by then the process has been
 // ended by the watchdog, or the owner has died.
 constexpr int kMaxParkSeconds = 30;
-// How many threads have parked in this capture (the owner sleeps on it).
-volatile int g_parked = 0;
+// How many threads have answered (unwound or parked) in this capture; the
+// owner sleeps on it.
+volatile int g_answered = 0;
+const ModuleTable* volatile g_modules = nullptr;
+
+struct Request;
+void unwind_into(const ucontext_t* uc, Request& r);
+
+// True when this thread's current stack has room for libunwind: not on a
+// signal stack, or on one of at least 48 KiB.
+bool stack_is_roomy() {
+  stack_t ss;
+  if (sigaltstack(nullptr, &ss) != 0) return false;
+  if (!(ss.ss_flags & SS_ONSTACK)) return true;
+  return ss.ss_size >= (48u << 10);
+}
 
 // futex(2): raw system calls, async-signal-safe.
 void futex_wait(volatile int* addr, int expected, int timeout_ms) {
@@ -70,6 +85,22 @@ void chain_previous(int signo, siginfo_t* info, void* uc) {
 }
 
 // The thread-dump signal's handler: runs on the target thread.
+// Unwinds a thread from its context into its slot. A corrupt stack ends
+// that thread's walk (the recovery point), not the capture. savemask 0: our
+// handlers block nothing extra (SA_NODEFER, empty sa_mask), and saving the
+// mask would cost a system call per thread.
+__attribute__((noinline)) void unwind_into(const ucontext_t* uc, Request& r) {
+  CaptureErrors errors = {};
+  if (sigsetjmp(t_recover, 0) == 0) {
+    t_recover_armed = 1;
+    unwind_from_context(uc, *g_modules, r.slot, r.max_frames, &errors);
+  } else {
+    errors.add("unwind: fault while unwinding this thread (frames so far kept)");
+  }
+  t_recover_armed = 0;
+  if (errors.count && !r.slot->note) r.slot->note = errors.items[0];
+}
+
 void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
   int saved = errno;
   if (!g_active || info->si_code != SI_TKILL || info->si_pid != sys_getpid()) {
@@ -86,16 +117,31 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
                                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
       continue;
     }
-    // Park: leave our context for the owner, who unwinds every parked
-    // thread itself (one warm unwinder cache for all of them), and wait
-    // until it is done with us, so our stack stays as it was.
-    r.uc = t_secondary_uc ? t_secondary_uc : static_cast<ucontext_t*>(ucv);
+    const ucontext_t* uc = t_secondary_uc ? t_secondary_uc : static_cast<ucontext_t*>(ucv);
     if (t_secondary_uc) r.slot->note = "this thread crashed too, after the first crash";
-    __atomic_store_n(&r.state, 3, __ATOMIC_RELEASE);
-    __atomic_fetch_add(&g_parked, 1, __ATOMIC_ACQ_REL);
-    futex_wake(&g_parked);
-    // Sleep in the kernel until released (polling would starve the owner
-    // when hundreds of threads are parked on two cores).
+    if (stack_is_roomy()) {
+      // Unwind ourselves, here: another thread may hold the loader's lock
+      // that libunwind takes, and it can only let go if it is not parked.
+      unwind_into(uc, r);
+      int claimed = 2;
+      __atomic_compare_exchange_n(&r.state, &claimed, 4, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+      __atomic_fetch_add(&g_answered, 1, __ATOMIC_ACQ_REL);
+      futex_wake(&g_answered);
+      break;
+    }
+    // A small signal stack (Python's faulthandler gives the main thread
+    // one of under 10 KiB) cannot hold libunwind: park, and let the owner
+    // unwind us from our context on its own stack. Only if the owner still
+    // expects us: a late answer must not park forever.
+    r.uc = uc;
+    int claimed = 2;
+    if (!__atomic_compare_exchange_n(&r.state, &claimed, 3, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+      break;
+    }
+    __atomic_fetch_add(&g_answered, 1, __ATOMIC_ACQ_REL);
+    futex_wake(&g_answered);
+    // Sleep in the kernel until released.
     for (int waited_s = 0; __atomic_load_n(&r.state, __ATOMIC_ACQUIRE) == 3; ++waited_s) {
       if (waited_s > kMaxParkSeconds) break;  // the owner is gone: never hang a thread
       futex_wait(&r.state, 3, 1000);
@@ -228,7 +274,8 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
     __atomic_store_n(&r.state, 1, __ATOMIC_RELEASE);
   }
   g_nrequests = nreq;
-  __atomic_store_n(&g_parked, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_answered, 0, __ATOMIC_RELEASE);
+  g_modules = &modules;
   __atomic_store_n(&g_active, 1, __ATOMIC_RELEASE);
   int gone = 0;
   for (int i = 0; i < nreq; ++i) {
@@ -242,13 +289,13 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
-    int parked = __atomic_load_n(&g_parked, __ATOMIC_ACQUIRE);
-    if (parked >= nreq - gone) break;
+    int answered = __atomic_load_n(&g_answered, __ATOMIC_ACQUIRE);
+    if (answered >= nreq - gone) break;
     clock_gettime(CLOCK_MONOTONIC, &now);
     long elapsed_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
     if (elapsed_ms >= timeout_ms) break;
     long left = timeout_ms - elapsed_ms;
-    futex_wait(&g_parked, parked, left < 20 ? static_cast<int>(left) : 20);
+    futex_wait(&g_answered, answered, left < 20 ? static_cast<int>(left) : 20);
   }
   // Withdraw what was not answered, so a late answer finds nothing to do.
   __atomic_store_n(&g_active, 0, __ATOMIC_RELEASE);
@@ -270,19 +317,22 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
   clock_gettime(CLOCK_MONOTONIC, &now);
   *park_ns = static_cast<uint64_t>((now.tv_sec - start.tv_sec) * 1000000000L +
                                    (now.tv_nsec - start.tv_nsec));
-  // Unwind every parked thread here, then let it go.
+  // Threads that parked are unwound here, then let go; threads that
+  // unwound themselves are done; a thread still unwinding itself when the
+  // deadline passed keeps what it has written so far.
   for (int i = 0; i < nreq; ++i) {
     Request& r = g_requests[i];
-    int expected = 2;
-    // A thread still between claim and park: give it a moment.
-    for (int spins = 0; spins < 1000 && __atomic_load_n(&r.state, __ATOMIC_ACQUIRE) == 2; ++spins) {
-      struct timespec pause = {0, 10 * 1000};
-      nanosleep(&pause, nullptr);
+    int st = __atomic_load_n(&r.state, __ATOMIC_ACQUIRE);
+    if (st == 4) {
+      r.slot->captured = r.slot->nframes > 0;
+      continue;
     }
-    if (__atomic_compare_exchange_n(&r.state, &expected, 0, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE)) {
+    int expected = 2;
+    if (st == 2 && __atomic_compare_exchange_n(&r.state, &expected, 0, false, __ATOMIC_ACQ_REL,
+                                               __ATOMIC_ACQUIRE)) {
       ++unanswered;
-      r.slot->note = "answered but never parked; stack not captured";
+      r.slot->captured = r.slot->nframes > 0;
+      r.slot->note = "still unwinding when the wait ended; frames may be incomplete";
       continue;
     }
     if (__atomic_load_n(&r.state, __ATOMIC_ACQUIRE) != 3) continue;

@@ -303,6 +303,8 @@ def test_faulthandler_behind_faultline_in_front():
     assert 'File "<string>", line 3 in f' in r.stderr
     fltest.validate(r.report)
     assert r.stderr.index("report written") < r.stderr.index("Current thread 0x")  # faulthandler's
+    # faulthandler ran once: its own SIG_DFL reached the kernel.
+    assert r.stderr.count("Current thread 0x") == 1
 
 
 def test_program_that_closes_and_reuses_our_descriptors():
@@ -317,3 +319,70 @@ def test_program_that_closes_and_reuses_our_descriptors():
     crashes = [rep for rep in r.reports if rep["kind"] == "crash"]
     assert len(crashes) == 1
     fltest.validate(crashes[0])
+
+
+def test_small_signal_stack_on_the_crashing_thread():
+    # faulthandler and others replace the main thread's signal stack with a
+    # small one; faultline moves to its own crash stack.
+    r = fltest.run([THREADS, "small-altstack"])
+    assert r.returncode == -signal.SIGSEGV
+    rep = fltest.validate(r.report)
+    assert fltest.native_symbols(fltest.crashed_thread(rep))[:2] == ["crash_now", "main"]
+
+
+def test_small_signal_stack_on_another_thread():
+    r = fltest.run([THREADS, "small-altstack-worker"])
+    assert r.returncode == -signal.SIGSEGV
+    rep = fltest.validate(r.report)
+    [main] = [t for t in rep["threads"] if t["tid"] == rep["process"]["pid"]]
+    assert main["captured"] and "main" in fltest.native_symbols(main)
+    assert "wait_forever_in_sleep" in fltest.native_symbols(main)
+
+
+def test_dead_stderr_does_not_lose_the_report():
+    # The job's log reader went away: writing stderr raises SIGPIPE/EPIPE.
+    import tempfile
+    d = tempfile.mkdtemp(prefix="faultline-test-")
+    rfd, wfd = os.pipe()
+    os.close(rfd)
+    env = dict(os.environ, LD_PRELOAD=fltest.LIB, FAULTLINE_DIR=d)
+    p = subprocess.run([CRASHER, "null-read"], env=env, stderr=wfd, timeout=30)
+    os.close(wfd)
+    assert p.returncode == -signal.SIGSEGV
+    [name] = [n for n in os.listdir(d) if n.startswith("faultline-")]
+    fltest.validate(json.load(open(os.path.join(d, name))))
+
+
+def test_forked_children_crash_while_the_parent_takes_dumps():
+    r = fltest.run([THREADS, "fork-while-dumping", "5"], env={"FAULTLINE_DUMP": "1", "FAULTLINE_STDERR": "0"},
+                   timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:5] == ["signal 11"] * 5, r.stdout
+    crashes = [rep for rep in r.reports if rep["kind"] == "crash"]
+    assert len(crashes) == 5
+    assert len({rep["process"]["pid"] for rep in crashes}) == 5
+
+
+def test_stderr_pipe_nobody_reads_does_not_hold_the_handler(tmp_path):
+    # stderr is a full pipe: the report file still lands, and the process
+    # still dies promptly with its own signal.
+    import fcntl
+    import time
+    rfd, wfd = os.pipe()
+    fcntl.fcntl(wfd, fcntl.F_SETFL, os.O_NONBLOCK)
+    try:
+        while True:
+            os.write(wfd, b"x" * 65536)
+    except BlockingIOError:
+        pass
+    fcntl.fcntl(wfd, fcntl.F_SETFL, 0)
+    env = dict(os.environ, LD_PRELOAD=fltest.LIB, FAULTLINE_DIR=str(tmp_path))
+    t0 = time.monotonic()
+    p = subprocess.run([CRASHER, "null-read"], env=env, stderr=wfd, timeout=60)
+    elapsed = time.monotonic() - t0
+    os.close(wfd)
+    os.close(rfd)
+    assert p.returncode == -signal.SIGSEGV
+    assert elapsed < 8, elapsed  # well under the 10 s watchdog
+    [name] = [n for n in os.listdir(tmp_path) if n.startswith("faultline-")]
+    fltest.validate(json.load(open(tmp_path / name)))

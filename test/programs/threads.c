@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,6 +77,22 @@ static void* crasher_thread(void* arg) {
   (void)arg;
   pthread_barrier_wait(&g_barrier);
   simultaneous_crash();
+  return NULL;
+}
+
+static void* crasher_thread_now(void* arg) {
+  (void)arg;
+  usleep(20000);
+  crash_now();
+  return NULL;
+}
+
+static void* dump_requester(void* arg) {
+  (void)arg;
+  for (;;) {
+    kill(getpid(), SIGUSR2);
+    usleep(500);
+  }
   return NULL;
 }
 
@@ -166,6 +183,42 @@ int main(int argc, char** argv) {
     printf("descriptors intact\n");
     fflush(stdout);
     if (argc > 2 && !strcmp(argv[2], "crash")) crash_now();
+    return 0;
+  } else if (!strcmp(mode, "small-altstack") || !strcmp(mode, "small-altstack-worker")) {
+    /* Like Python's faulthandler: the main thread's signal stack is replaced
+     * by a small one (8 KiB, guard pages on both sides, so an overrun faults
+     * instead of silently corrupting memory). */
+    char* region = mmap(NULL, 3 * 4096 + 8192, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    mprotect(region, 4096, PROT_NONE);
+    mprotect(region + 4096 + 8192, 4096, PROT_NONE);
+    stack_t ss = {0};
+    ss.ss_sp = region + 4096;
+    ss.ss_size = 8192;
+    if (sigaltstack(&ss, NULL) != 0) return 6;
+    if (!strcmp(mode, "small-altstack")) crash_now();
+    /* A worker crashes; the main thread answers the stack request on its
+     * small signal stack. */
+    pthread_t t;
+    pthread_create(&t, NULL, crasher_thread_now, NULL);
+    wait_forever_in_sleep();
+  } else if (!strcmp(mode, "fork-while-dumping")) {
+    /* Live dumps keep coming (FAULTLINE_DUMP=1) while children fork and
+     * crash: each child must report its own crash and die, never hang. */
+    pthread_t t;
+    pthread_create(&t, NULL, dump_requester, NULL);
+    for (int i = 0; i < n; ++i) {
+      pid_t pid = fork();
+      if (pid == 0) {
+        alarm(20); /* a hang would show as SIGALRM */
+        crash_now();
+      }
+      int st = 0;
+      waitpid(pid, &st, 0);
+      printf("%s %d\n", WIFSIGNALED(st) ? "signal" : "exit",
+             WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    }
+    fflush(stdout);
     return 0;
   } else if (!strcmp(mode, "exec")) {
     execv(argv[2], argv + 2);

@@ -202,6 +202,10 @@ bool first_frame(const PyLayout& l, uintptr_t tstate, uintptr_t* frame) {
 }
 
 // Walks one thread's frames into py (frames innermost first).
+// The part of an interpreter frame the walker reads (every field it uses
+// lies in the first 128 bytes for 3.9-3.14).
+constexpr int kFrameBufBytes = 128;
+
 void walk_frames(Walk* w, uintptr_t tstate, PyThread* py, int max_frames) {
   const PyLayout& l = *w->l;
   uintptr_t frame = 0;
@@ -215,6 +219,13 @@ void walk_frames(Walk* w, uintptr_t tstate, PyThread* py, int max_frames) {
   const int fields[] = {l.fr_code + 8, l.fr_instr + 8, l.fr_is_entry + 1, l.fr_owner + 1};
   for (int f : fields) {
     if (f > frame_bytes) frame_bytes = f;
+  }
+  if (frame_bytes > kFrameBufBytes) {
+    // Offsets from the target's _Py_DebugOffsets beyond what we read.
+    py->error = thread_error(w->arena,
+                             py->native_tid ? static_cast<uint64_t>(py->native_tid) : py->thread_id,
+                             "frame layout larger than expected", 0, -1);
+    return;
   }
   CycleGuard guard = {0, 1, 0};
   for (int walked = 0; frame != 0; ++walked) {
@@ -230,7 +241,7 @@ void walk_frames(Walk* w, uintptr_t tstate, PyThread* py, int max_frames) {
           "frame chain has a cycle", frame, walked);
       return;
     }
-    uint8_t buf[128];
+    uint8_t buf[kFrameBufBytes];
     if (!safe_read(buf, frame, static_cast<size_t>(frame_bytes))) {
       py->error = thread_error(
           w->arena, py->native_tid ? static_cast<uint64_t>(py->native_tid) : py->thread_id,
