@@ -34,6 +34,6 @@ cmake --build "$top/build-fuzz" -j"$jobs" --target symbolize_elf_fuzzer symboliz
   symbolize_fuzz_seed report_fuzz
 (cd "$top/build-fuzz" && ctest --output-on-failure -L fuzz --timeout 300)
 mkdir -p "$top/build-fuzz/corpus-report"
-"$top/build-fuzz/src/report/report_fuzz" -max_total_time=20 -timeout=10 \
+"$top/build-fuzz/src/report/report_fuzz" -seed=1 -runs=20000 -timeout=10 \
   "$top/build-fuzz/corpus-report" "$top/fuzz/report_corpus" "$top/test/data"
 echo "fuzz: passed"

@@ -249,6 +249,14 @@ json parse_json(const std::string& text, const std::string& path) {
     auto pos = msg.find("] ");
     if (pos != std::string::npos) msg = msg.substr(pos + 2);
     throw ReportError(ReportErrorKind::kNotJson, fmt::format("{}: not JSON: {}", where(path), msg));
+  } catch (const json::exception& e) {
+    // Valid syntax the parser still refuses: a number too large for a double
+    // (found by fuzzing: it used to escape as an uncaught exception).
+    std::string msg = e.what();
+    auto pos = msg.find("] ");
+    if (pos != std::string::npos) msg = msg.substr(pos + 2);
+    throw ReportError(ReportErrorKind::kNotJson,
+                      fmt::format("{}: not a usable JSON document: {}", where(path), msg));
   }
 }
 

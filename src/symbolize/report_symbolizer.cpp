@@ -103,6 +103,12 @@ Json parse_report(const std::string& text) {
     size_t bracket = what.find("] ");
     if (bracket != std::string::npos) what = what.substr(bracket + 2);
     throw BadReport("not JSON: " + what);
+  } catch (const Json::exception& e) {
+    // A number too large for a double and the like (found by fuzzing).
+    std::string what = e.what();
+    size_t bracket = what.find("] ");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    throw BadReport("not a usable JSON document: " + what);
   }
   if (!report.is_object())
     throw BadReport("not a faultline report: the top level is not an object");

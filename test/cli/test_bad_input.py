@@ -29,6 +29,8 @@ BAD = {
     "binary-latin1": ('{"schema": "faultline/1", "x": "é"}'.encode("latin-1"), "binary data"),
     "elf": (b"\x7fELF\x02\x01\x01\0" + b"\0" * 56, "binary data"),
     "deep": (b"[" * 100000 + b"]" * 100000, "nested more than"),
+    # Valid syntax, but no double holds it (found by the symbolizer's fuzzer).
+    "number-overflow": (b'{"schema": "faultline/1", "n": 4' + b"4" * 70 + b'e444}', "number overflow"),
 }
 
 
