@@ -61,6 +61,7 @@ struct Capture {
   int threads_cut;           // listed without stacks because of the cap
   uint64_t threads_park_ns;  // how long the other threads took to answer
   bool dump_ok;
+  bool watchdog_noted;
   PythonCapture python;
   CaptureErrors errors;
   // What the application recorded.

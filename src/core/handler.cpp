@@ -76,23 +76,71 @@ pid_t sys_getpid() {
   _exit(128 + signo);
 }
 
-void watchdog_expired(int) {
-  raw_log("faultline: the crash handler ran too long (watchdog); giving up in phase ",
-          const_cast<const char*>(g_phase), "\n");
+// The watchdog, in two stages, on a process-directed alarm (the owner may
+// be blocking every signal: libunwind does around the loader's lock).
+//  - On the owner, in a capture phase: that phase is abandoned and the
+//    report is written with what was captured; two more seconds for that.
+//  - On any other thread (the owner is stuck with signals blocked): that
+//    thread writes the report from what the owner captured so far.
+//  - Second expiry: the process ends with its signal.
+pid_t g_watchdog_owner = 0;
+volatile int g_watchdog_stage = 0;
+constexpr int kWatchdogGraceSeconds = 2;
+
+void write_partial_report();  // below
+
+// The current phase's short name ("unwind"), for messages.
+const char* phase_name(char* buf, size_t cap) {
+  const char* p = const_cast<const char*>(g_phase);
+  size_t n = 0;
+  while (p && p[n] && p[n] != ':' && n + 1 < cap) {
+    buf[n] = p[n];
+    ++n;
+  }
+  buf[n] = '\0';
+  return buf;
+}
+
+void watchdog_expired(int, siginfo_t*, void*) {
+  char phase[32];
+  phase_name(phase, sizeof phase);
+  int expected = 0;
+  bool first = __atomic_compare_exchange_n(&g_watchdog_stage, &expected, 1, false, __ATOMIC_ACQ_REL,
+                                           __ATOMIC_ACQUIRE);
+  if (first && sys_gettid() == g_watchdog_owner) {
+    alarm(kWatchdogGraceSeconds);
+    if (t_recover_armed) {
+      raw_log("faultline: watchdog: capture phase \"", phase,
+              "\" took too long; writing the report without the rest of it\n");
+      t_recover_armed = 0;
+      siglongjmp(t_recover, 1);
+    }
+    return;  // writing the report: let it finish within the grace period
+  }
+  if (first) {
+    raw_log("faultline: watchdog: the crash handler is stuck in phase \"", phase,
+            "\"; writing what was captured from another thread\n");
+    write_partial_report();
+  } else {
+    raw_log("faultline: watchdog: the crash handler ran too long; giving up in phase \"", phase,
+            "\"\n");
+  }
   die_with_default(g_signo ? g_signo : SIGABRT);
 }
 
 void arm_watchdog(int seconds) {
   if (seconds <= 0) return;
   struct sigaction sa = {};
-  sa.sa_handler = watchdog_expired;
+  sa.sa_sigaction = watchdog_expired;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_ONSTACK;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
   real_sigaction(SIGALRM, &sa, &g_old_alarm);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGALRM);
   sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  g_watchdog_owner = sys_gettid();
+  g_watchdog_stage = 0;
   alarm(static_cast<unsigned>(seconds));
 }
 
@@ -203,6 +251,10 @@ void run_phase(const char* name, Capture* c, Fn fn) {
     fn();
   } else {
     c->errors.add(name);  // the phase name says what was lost
+    if (g_watchdog_stage == 1 && !c->watchdog_noted) {
+      c->watchdog_noted = true;
+      c->errors.add("watchdog: that phase took too long and was abandoned");
+    }
   }
   t_recover_armed = 0;
 }
@@ -365,6 +417,25 @@ int g_write_errno = 0;  // why the last report could not be written
 // Says on stderr where the report went, or, when it could not be written,
 // puts the whole report there between markers, so nothing is lost if stderr
 // is kept.
+bool write_report(const Capture& c, bool announce);
+
+// The watchdog's report, written by a thread other than the stuck owner
+// from what the owner captured so far (which the owner is no longer
+// changing: it is blocked).
+void write_partial_report() {
+  Capture* c = g_crash.capture;
+  if (!c) return;
+  c->errors.add(
+      "watchdog: the capture was stuck; another thread wrote this report with what had been "
+      "captured");
+  if (sigsetjmp(t_recover, 1) == 0) {
+    t_recover_armed = 1;
+    diagnose(c);
+  }
+  t_recover_armed = 0;
+  write_report(*c, true);
+}
+
 void announce_report(const Capture& c, bool written) {
   const Config& cfg = g_crash.config;
   if (written) {

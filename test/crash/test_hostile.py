@@ -386,3 +386,16 @@ def test_stderr_pipe_nobody_reads_does_not_hold_the_handler(tmp_path):
     assert elapsed < 8, elapsed  # well under the 10 s watchdog
     [name] = [n for n in os.listdir(tmp_path) if n.startswith("faultline-")]
     fltest.validate(json.load(open(tmp_path / name)))
+
+
+def test_watchdog_cuts_a_hung_phase_short_and_still_reports():
+    # The unwinder blocks on the loader's lock another thread holds forever.
+    import time
+    t0 = time.monotonic()
+    r = fltest.run([THREADS, "loader-lock"], env={"FAULTLINE_WATCHDOG": "2"}, timeout=60)
+    elapsed = time.monotonic() - t0
+    assert r.returncode == -signal.SIGSEGV
+    assert elapsed < 10, elapsed
+    rep = fltest.validate(r.report)
+    assert any("watchdog" in e for e in rep["faultline"]["errors"]), rep["faultline"]["errors"]
+    assert "faultline: watchdog:" in r.stderr

@@ -7,6 +7,7 @@
  * dump-wait N (threads wait; the test sends dump signals; exits 0 on stdin EOF). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <link.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -93,6 +94,21 @@ static void* dump_requester(void* arg) {
     kill(getpid(), SIGUSR2);
     usleep(500);
   }
+  return NULL;
+}
+
+static int hold_loader_lock(struct dl_phdr_info* info, size_t size, void* data) {
+  (void)info;
+  (void)size;
+  (void)data;
+  pthread_barrier_wait(&g_barrier);
+  for (;;) pause(); /* inside dl_iterate_phdr: the loader's lock stays held */
+  return 0;
+}
+
+static void* loader_lock_thread(void* arg) {
+  (void)arg;
+  dl_iterate_phdr(hold_loader_lock, NULL);
   return NULL;
 }
 
@@ -220,6 +236,13 @@ int main(int argc, char** argv) {
     }
     fflush(stdout);
     return 0;
+  } else if (!strcmp(mode, "loader-lock")) {
+    /* Another thread holds the dynamic loader's lock forever, which the
+     * unwinder needs: the watchdog must cut the capture short and still
+     * leave a report. */
+    start_threads(1, loader_lock_thread);
+    pthread_barrier_wait(&g_barrier);
+    crash_now();
   } else if (!strcmp(mode, "exec")) {
     execv(argv[2], argv + 2);
     return 5;
