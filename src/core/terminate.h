@@ -8,7 +8,7 @@ namespace faultline::core {
 
 struct TerminateInfo {
   volatile int set;    // 1 once the terminate handler recorded something
-  int tid;  // the thread that called std::terminate
+  int tid;             // the thread that called std::terminate
   int has_exception;   // 0: terminate without an active exception
   char type[256];      // mangled type name ("St13runtime_error", "i")
   char message[2048];  // what(), for std::exception and derived types
