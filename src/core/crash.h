@@ -126,6 +126,8 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucontext);
 void dump_signal_handler(int signo, siginfo_t* info, void* ucontext);
 // Install time: the stack the owner of a crash runs on (see handler.cpp).
 bool make_crash_stack();
+// True once the watchdog's first stage has passed (handler.cpp).
+bool watchdog_fired();
 // In a fork child: nobody owns a crash there.
 void reset_ownership_after_fork();
 int dumps_written();

@@ -106,6 +106,37 @@ int lower_bound(const uint64_t* addrs, int n, uint64_t v) {
 // this far, when nothing sized covers them.
 constexpr uint64_t kUnsizedReach = 64 * 1024;
 
+// Heapsort of addrs with frames alongside: O(n log n) and no memory, for
+// up to 256 threads x 256 frames in one module.
+void sift_down(uint64_t* a, NativeFrame** f, int root, int n) {
+  for (;;) {
+    int child = 2 * root + 1;
+    if (child >= n) return;
+    if (child + 1 < n && a[child + 1] > a[child]) ++child;
+    if (a[root] >= a[child]) return;
+    uint64_t ta = a[root];
+    a[root] = a[child];
+    a[child] = ta;
+    NativeFrame* tf = f[root];
+    f[root] = f[child];
+    f[child] = tf;
+    root = child;
+  }
+}
+
+void sort_by_address(uint64_t* a, NativeFrame** f, int n) {
+  for (int i = n / 2 - 1; i >= 0; --i) sift_down(a, f, i, n);
+  for (int end = n - 1; end > 0; --end) {
+    uint64_t ta = a[0];
+    a[0] = a[end];
+    a[end] = ta;
+    NativeFrame* tf = f[0];
+    f[0] = f[end];
+    f[end] = tf;
+    sift_down(a, f, 0, end);
+  }
+}
+
 // One pass over a symbol table for all of a module's frames: addrs is
 // sorted, so each symbol finds the frames it covers by binary search
 // (symbols x log frames, not symbols x frames: libtorch has 100,000+).
@@ -195,19 +226,7 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
       sorted[f] = frames[start + f];
       best[f] = {0, 0, 0, -1, false};
     }
-    // Insertion sort: frames arrive mostly grouped by call site.
-    for (int i = 1; i < m; ++i) {
-      uint64_t a = addrs[i];
-      NativeFrame* fr = sorted[i];
-      int j = i - 1;
-      while (j >= 0 && addrs[j] > a) {
-        addrs[j + 1] = addrs[j];
-        sorted[j + 1] = sorted[j];
-        --j;
-      }
-      addrs[j + 1] = a;
-      sorted[j + 1] = fr;
-    }
+    sort_by_address(addrs, sorted, m);
     for (int t = 0; t < ntabs; ++t) {
       // Stop early when every frame has an exact match from .symtab.
       bool all_exact = true;

@@ -78,13 +78,16 @@ pid_t sys_getpid() {
 
 // The watchdog, in two stages, on a process-directed alarm (the owner may
 // be blocking every signal: libunwind does around the loader's lock).
-//  - On the owner, in a capture phase: that phase is abandoned and the
-//    report is written with what was captured; two more seconds for that.
-//  - On any other thread (the owner is stuck with signals blocked): that
-//    thread writes the report from what the owner captured so far.
-//  - Second expiry: the process ends with its signal.
+//  - First expiry: the owner abandons the capture phase that hangs and goes
+//    on to write the report, skipping the remaining slow phases. If the
+//    alarm lands on another thread, that thread forwards it to the owner.
+//  - Second expiry, FAULTLINE_WATCHDOG + 2 s: if the owner never reached
+//    the report (stuck with signals blocked), another thread writes it from
+//    what was captured so far; then the process ends with its signal.
 pid_t g_watchdog_owner = 0;
-volatile int g_watchdog_stage = 0;
+volatile int g_watchdog_stage = 0;   // 0 armed, 1 first expiry seen, 2 second
+volatile int g_phase_abandoned = 0;  // the owner acted on the first expiry
+volatile int g_owner_writing = 0;    // the owner has started writing the report
 constexpr int kWatchdogGraceSeconds = 2;
 
 void write_partial_report();  // below
@@ -101,15 +104,18 @@ const char* phase_name(char* buf, size_t cap) {
   return buf;
 }
 
-void watchdog_expired(int, siginfo_t*, void*) {
+void watchdog_expired(int, siginfo_t* info, void*) {
   char phase[32];
   phase_name(phase, sizeof phase);
+  bool on_owner = sys_gettid() == g_watchdog_owner;
+  bool forwarded = info && info->si_code == SI_TKILL && info->si_pid == sys_getpid();
   int expected = 0;
   bool first = __atomic_compare_exchange_n(&g_watchdog_stage, &expected, 1, false, __ATOMIC_ACQ_REL,
                                            __ATOMIC_ACQUIRE);
-  if (first && sys_gettid() == g_watchdog_owner) {
-    alarm(kWatchdogGraceSeconds);
-    if (t_recover_armed) {
+  if (first) alarm(kWatchdogGraceSeconds);
+  if (on_owner && (first || forwarded)) {
+    if (!g_phase_abandoned && t_recover_armed) {
+      g_phase_abandoned = 1;
       raw_log("faultline: watchdog: capture phase \"", phase,
               "\" took too long; writing the report without the rest of it\n");
       t_recover_armed = 0;
@@ -118,8 +124,15 @@ void watchdog_expired(int, siginfo_t*, void*) {
     return;  // writing the report: let it finish within the grace period
   }
   if (first) {
+    // Not the owner: hand the first stage to it.
+    syscall(SYS_tgkill, sys_getpid(), g_watchdog_owner, SIGALRM);
+    return;
+  }
+  g_watchdog_stage = 2;
+  if (!on_owner && !g_owner_writing) {
     raw_log("faultline: watchdog: the crash handler is stuck in phase \"", phase,
             "\"; writing what was captured from another thread\n");
+    alarm(kWatchdogGraceSeconds);  // bound this thread's writing too
     write_partial_report();
   } else {
     raw_log("faultline: watchdog: the crash handler ran too long; giving up in phase \"", phase,
@@ -141,6 +154,8 @@ void arm_watchdog(int seconds) {
   sigprocmask(SIG_UNBLOCK, &set, nullptr);
   g_watchdog_owner = sys_gettid();
   g_watchdog_stage = 0;
+  g_phase_abandoned = 0;
+  g_owner_writing = 0;
   alarm(static_cast<unsigned>(seconds));
 }
 
@@ -188,6 +203,10 @@ bool chain(int signo, siginfo_t* info) {
 constexpr size_t kCrashStackBytes = 512u << 10;
 char* g_crash_stack = nullptr;  // lowest usable byte
 
+// The signal mask to run the capture with; every signal stays blocked
+// while the stack pointer and the alternate stack disagree.
+sigset_t g_switch_mask;
+
 void trampoline_body(void (*fn)(void*), void* arg) {
   // Off the alternate stack now: disable it while we run, so a fault in the
   // capture is delivered here on the crash stack instead of at the top of
@@ -196,7 +215,11 @@ void trampoline_body(void (*fn)(void*), void* arg) {
   off.ss_flags = SS_DISABLE;
   stack_t old = {};
   bool swapped = sigaltstack(&off, &old) == 0;
+  sigprocmask(SIG_SETMASK, &g_switch_mask, nullptr);
   fn(arg);
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
   if (swapped) sigaltstack(&old, nullptr);
 }
 
@@ -211,6 +234,9 @@ void run_on_crash_stack(void (*fn)(void*), void* arg) {
     return;
   }
   char* top = base + kCrashStackBytes;  // 16-byte aligned (page aligned)
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, &g_switch_mask);
   void (*body)(void (*)(void*), void*) = trampoline_body;
   __asm__ volatile(
       "mov %%rsp, %%rbx\n\t"
@@ -223,6 +249,7 @@ void run_on_crash_stack(void (*fn)(void*), void* arg) {
         "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
         "xmm13", "xmm14", "xmm15", "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)",
         "st(7)");
+  sigprocmask(SIG_SETMASK, &g_switch_mask, nullptr);
 }
 
 uint64_t now_ns() {
@@ -246,14 +273,24 @@ void run_phase(const char* name, Capture* c, Fn fn) {
     }
   } timer{c, name, start};
   g_phase = name;
+  if (g_watchdog_stage != 0 && !str_starts_with(name, "diagnosis") &&
+      !str_starts_with(name, "annotations")) {
+    // Out of time: only the cheap phases still run.
+    c->errors.add(name);
+    if (!c->watchdog_noted) {
+      c->watchdog_noted = true;
+      c->errors.add("watchdog: out of time; the listed phases were skipped or abandoned");
+    }
+    return;
+  }
   if (sigsetjmp(t_recover, 1) == 0) {
     t_recover_armed = 1;
     fn();
   } else {
     c->errors.add(name);  // the phase name says what was lost
-    if (g_watchdog_stage == 1 && !c->watchdog_noted) {
+    if (g_watchdog_stage != 0 && !c->watchdog_noted) {
       c->watchdog_noted = true;
-      c->errors.add("watchdog: that phase took too long and was abandoned");
+      c->errors.add("watchdog: out of time; the listed phases were skipped or abandoned");
     }
   }
   t_recover_armed = 0;
@@ -431,9 +468,9 @@ void write_partial_report() {
   if (sigsetjmp(t_recover, 1) == 0) {
     t_recover_armed = 1;
     diagnose(c);
+    write_report(*c, true);
   }
   t_recover_armed = 0;
-  write_report(*c, true);
 }
 
 void announce_report(const Capture& c, bool written) {
@@ -514,9 +551,9 @@ namespace {
 // dump for another crash in the window between claiming and flagging.
 constexpr pid_t kDumpBit = 0x40000000;  // tids are below 2^22
 
-// Set once the crash report is finished: threads that crashed meanwhile hand
-// their own signals on then.
-volatile int g_report_done = 0;
+// Counts finished crash reports: threads that crashed meanwhile hand their
+// own signals on when it moves.
+volatile int g_report_gen = 0;
 
 struct OwnerWork {
   int signo;
@@ -540,6 +577,7 @@ void crash_work(void* arg) {
                      g_terminate.tid == sys_gettid();
   capture_all(c, terminating ? "terminate" : "crash", w->signo, w->info, w->ucv);
   // The file first: stderr may be a dead or full pipe.
+  g_owner_writing = 1;
   w->written = write_report(*c, /*announce=*/false);
   // torchrun's agent reads this file to name the root cause.
   g_phase = "torchelastic error file";
@@ -554,6 +592,14 @@ void crash_work(void* arg) {
 
 void dump_work(void* arg) {
   OwnerWork* w = static_cast<OwnerWork*>(arg);
+  // A thread still unwinding itself for the previous dump writes into the
+  // arena: wait for it, or skip this dump.
+  if (!threads_quiet(2000)) {
+    if (g_crash.config.write_stderr) {
+      raw_log("faultline: live dump skipped: a thread is still unwinding for the previous one\n");
+    }
+    return;
+  }
   Capture* c = begin_capture();
   if (!c) return;
   capture_all(c, "dump", w->signo, w->info, w->ucv);
@@ -570,8 +616,8 @@ void ignore_sigpipe(struct sigaction* old) {
 }
 
 // Waits (bounded) for the crash owner to finish its report.
-void wait_for_report(int limit_ms) {
-  for (int waited = 0; waited < limit_ms && !__atomic_load_n(&g_report_done, __ATOMIC_ACQUIRE);
+void wait_for_report(int gen, int limit_ms) {
+  for (int waited = 0; waited < limit_ms && __atomic_load_n(&g_report_gen, __ATOMIC_ACQUIRE) == gen;
        waited += 5) {
     struct timespec ts = {0, 5 * 1000 * 1000};
     nanosleep(&ts, nullptr);
@@ -589,6 +635,12 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   }
   pid_t self = sys_gettid();
   bool from_kernel = !signal_sent_by_process(info->si_code);
+  if (from_kernel && t_recover_armed) {
+    // A fault inside one of our own steps on this thread (the owner's
+    // capture, a thread unwinding itself, the watchdog's writer).
+    t_recover_armed = 0;
+    siglongjmp(t_recover, 1);
+  }
   pid_t owner = __atomic_load_n(&g_owner, __ATOMIC_ACQUIRE);
   if ((owner & ~kDumpBit) == self) {
     if (!from_kernel) {
@@ -597,17 +649,17 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
       errno = saved_errno;
       return;
     }
-    if (t_recover_armed) {
-      // A fault inside one of our own capture steps on this thread.
-      t_recover_armed = 0;
-      siglongjmp(t_recover, 1);
-    }
     raw_log("faultline: fault inside the crash handler (", const_cast<const char*>(g_phase),
             "); no report\n");
     die_with_default(g_signo ? g_signo : signo);
   }
   const Config& cfg = g_crash.config;
-  int limit_ms = (cfg.watchdog_seconds > 0 ? cfg.watchdog_seconds : 10) * 1000;
+  // How long a thread that crashed second waits for the first one's report:
+  // past the watchdog's both stages (which end the process anyway).
+  int limit_ms = cfg.watchdog_seconds > 0
+                     ? (cfg.watchdog_seconds + kWatchdogGraceSeconds * 2 + 2) * 1000
+                     : 60 * 1000;
+  int report_gen = __atomic_load_n(&g_report_gen, __ATOMIC_ACQUIRE);
   for (int waited_ms = 0;; ++waited_ms) {
     pid_t expected = 0;
     if (__atomic_compare_exchange_n(&g_owner, &expected, self, false, __ATOMIC_ACQ_REL,
@@ -637,7 +689,7 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
       __atomic_store_n(&sc.valid, 1, __ATOMIC_RELEASE);
     }
     note_secondary_crash(static_cast<ucontext_t*>(ucv));
-    wait_for_report(limit_ms);
+    wait_for_report(report_gen, limit_ms);
     errno = saved_errno;
     chain(signo, info);
     return;
@@ -652,12 +704,11 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   run_on_crash_stack(crash_work, &work);
   disarm_watchdog(cfg.watchdog_seconds);
   real_sigaction(SIGPIPE, &old_pipe, nullptr);
-  __atomic_store_n(&g_report_done, 1, __ATOMIC_RELEASE);
+  __atomic_fetch_add(&g_report_gen, 1, __ATOMIC_ACQ_REL);
   errno = saved_errno;
   if (chain(signo, info)) {
     // The program's own handler runs next and may recover (a JIT, a
     // runtime): a later crash deserves its own report.
-    g_report_done = 0;
     __atomic_store_n(&g_owner, 0, __ATOMIC_RELEASE);
   }
   // Returning re-executes the faulting instruction under the restored
@@ -704,6 +755,10 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
   errno = saved_errno;
 }
 
+bool watchdog_fired() {
+  return g_watchdog_stage != 0;
+}
+
 bool make_crash_stack() {
   if (g_crash_stack) return true;
   size_t page = 4096;
@@ -717,7 +772,6 @@ bool make_crash_stack() {
 
 void reset_ownership_after_fork() {
   g_owner = 0;
-  g_report_done = 0;
   g_nsecondary = 0;
   g_signo = 0;
 }

@@ -2,11 +2,17 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/str.h"
 
 namespace faultline::core {
+
+FdSink::FdSink(int fd, char* buf, size_t cap) : fd_(fd), buf_(buf), cap_(cap) {
+  struct stat st;
+  is_pipe_ = fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode);
+}
 
 void FdSink::put(const char* s, size_t n) {
   total_ += n;
@@ -35,12 +41,17 @@ bool FdSink::flush() {
     // Bounded: a pipe nobody reads (stderr of a dead log collector) must
     // not hold the crash handler. Regular files are always ready.
     struct pollfd p = {fd_, POLLOUT, 0};
-    if (poll(&p, 1, 1000) == 0) {
+    int ready = poll(&p, 1, 1000);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
       failed_ = true;
       errno_ = ETIMEDOUT;
       break;
     }
-    ssize_t w = write(fd_, buf_ + off, len_ - off);
+    // Ready means room for PIPE_BUF bytes in a pipe; regular files take it all.
+    size_t chunk = len_ - off;
+    if (chunk > 4096 && is_pipe_) chunk = 4096;
+    ssize_t w = write(fd_, buf_ + off, chunk);
     if (w < 0) {
       if (errno == EINTR) continue;
       failed_ = true;

@@ -19,7 +19,7 @@ namespace faultline::core {
 class FdSink {
  public:
   // `buf` is caller memory (the arena). fd < 0 discards output but counts it.
-  FdSink(int fd, char* buf, size_t cap) : fd_(fd), buf_(buf), cap_(cap) {}
+  FdSink(int fd, char* buf, size_t cap);
   void put(const char* s, size_t n);
   void put(char c) { put(&c, 1); }
   bool flush();
@@ -36,6 +36,7 @@ class FdSink {
   uint64_t total_ = 0;
   bool failed_ = false;
   int errno_ = 0;
+  bool is_pipe_ = false;  // writes limited to PIPE_BUF after each poll
 };
 
 class JsonWriter {

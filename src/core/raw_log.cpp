@@ -18,11 +18,13 @@ void raw_write_n(int fd, const char* s, unsigned long n) {
     if (fd == g_stuck_fd) break;
     struct pollfd p = {fd, POLLOUT, 0};
     int ready = poll(&p, 1, 1000);
+    if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {
       g_stuck_fd = fd;
       break;
     }
-    ssize_t w = write(fd, s, n);
+    // Ready means room for PIPE_BUF bytes in a pipe, not for all of them.
+    ssize_t w = write(fd, s, n < 4096 ? n : 4096);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) break;
     s += w;

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/crash.h"
 #include "core/recover.h"
 #include "core/sigaction_real.h"
 #include "core/str.h"
@@ -32,6 +33,10 @@ struct Request {
 // A parked thread gives up waiting after 30 s: by then the process has been
 // ended by the watchdog, or the owner has died.
 constexpr int kMaxParkSeconds = 30;
+// Threads unwinding themselves right now. A late one (past the owner's
+// deadline) still writes into its slot, so a new capture waits for it.
+volatile int g_inflight = 0;
+
 // How many threads have answered (unwound or parked) in this capture; the
 // owner sleeps on it.
 volatile int g_answered = 0;
@@ -122,7 +127,9 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     if (stack_is_roomy()) {
       // Unwind ourselves, here: another thread may hold the loader's lock
       // that libunwind takes, and it can only let go if it is not parked.
+      __atomic_fetch_add(&g_inflight, 1, __ATOMIC_ACQ_REL);
       unwind_into(uc, r);
+      __atomic_fetch_sub(&g_inflight, 1, __ATOMIC_ACQ_REL);
       int claimed = 2;
       __atomic_compare_exchange_n(&r.state, &claimed, 4, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
       __atomic_fetch_add(&g_answered, 1, __ATOMIC_ACQ_REL);
@@ -198,6 +205,15 @@ void read_thread_name(pid_t tid, char* out, size_t cap) {
 
 void note_secondary_crash(const ucontext_t* uc) {
   t_secondary_uc = uc;
+}
+
+bool threads_quiet(int timeout_ms) {
+  for (int waited = 0; __atomic_load_n(&g_inflight, __ATOMIC_ACQUIRE) > 0; ++waited) {
+    if (waited >= timeout_ms) return false;
+    struct timespec pause = {0, 1000 * 1000};
+    nanosleep(&pause, nullptr);
+  }
+  return true;
 }
 
 void threads_init(int signo) {
@@ -333,6 +349,17 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
       ++unanswered;
       r.slot->captured = r.slot->nframes > 0;
       r.slot->note = "still unwinding when the wait ended; frames may be incomplete";
+      continue;
+    }
+    if (expected == 4) {  // it finished just now
+      r.slot->captured = r.slot->nframes > 0;
+      continue;
+    }
+    if (watchdog_fired() && __atomic_load_n(&r.state, __ATOMIC_ACQUIRE) == 3) {
+      // Out of time: let the parked thread go without its stack.
+      r.slot->note = "not unwound: the watchdog cut the capture short";
+      __atomic_store_n(&r.state, 4, __ATOMIC_RELEASE);
+      futex_wake(&r.state);
       continue;
     }
     if (__atomic_load_n(&r.state, __ATOMIC_ACQUIRE) != 3) continue;

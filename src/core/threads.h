@@ -40,4 +40,8 @@ void read_thread_name(pid_t tid, char* out, size_t cap);
 // and not the wait.
 void note_secondary_crash(const ucontext_t* uc);
 
+// Waits (bounded) until no thread is still unwinding itself from an earlier
+// capture; false if one still is. A live dump must not start before.
+bool threads_quiet(int timeout_ms);
+
 }  // namespace faultline::core

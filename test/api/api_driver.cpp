@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <faultline/faultline.hpp>
 #include <stdexcept>
 #include <string>
@@ -41,6 +42,16 @@ __attribute__((noinline)) void throw_it(const char* kind) {
   throw 42;
 }
 
+// A user callback that never returns in time (it spins for 6 s).
+void slow_callback(faultline_callback_writer* w, void*) {
+  faultline_callback_add(w, "slow", "started");
+  timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  do {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while (now.tv_sec - start.tv_sec < 6);
+}
+
 void callback(faultline_callback_writer* w, void* data) {
   faultline_callback_add(w, "queue_depth", static_cast<const char*>(data));
   faultline_callback_add(w, "phase", "serving");
@@ -57,6 +68,7 @@ int main(int argc, char** argv) {
     opts.callback = callback;
     opts.callback_data = depth;
   }
+  if (mode == "slow-callback-worker") opts.callback = slow_callback;
   if (faultline::install(opts) != 0) return 3;
   faultline::annotate("model", "resnet50");
   faultline::annotate("build", faultline::version());
@@ -104,6 +116,12 @@ int main(int argc, char** argv) {
     std::printf("dumps=%d served_after=%ld last=%s\n", dumps, g_served.load() - before,
                 faultline::last_report().c_str());
     return dumps == 5 ? 0 : 6;
+  } else if (mode == "slow-callback-worker") {
+    // A worker crashes; the capture hangs in the callback; the watchdog's
+    // first stage (an alarm that may land on the main thread) must reach
+    // the owner, which abandons the callback and writes the report.
+    std::thread worker([] { crash_in_request(9); });
+    worker.join();
   } else if (mode == "callback") {
     crash_in_request(3);
   }

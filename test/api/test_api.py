@@ -89,3 +89,22 @@ def test_user_callback_adds_to_the_report():
     r = run("callback")
     rep = fltest.validate(r.report)
     assert rep["callback"] == {"queue_depth": "17", "phase": "serving"}
+
+
+def test_watchdog_first_stage_reaches_the_owner_on_a_worker_thread():
+    import time
+    t0 = time.monotonic()
+    d = fltest.run(["true"], preload=False).report_dir
+    r = fltest.run([DRIVER, "slow-callback-worker"], preload=False,
+                   env={"FAULTLINE_DIR": d, "FAULTLINE_WATCHDOG": "2"}, report_dir=d, timeout=60)
+    elapsed = time.monotonic() - t0
+    assert r.returncode == -signal.SIGSEGV
+    assert elapsed < 5.5, elapsed  # the callback alone would take 6 s
+    rep = fltest.validate(r.report)
+    assert 'capture phase "callback" took too long' in r.stderr
+    assert "another thread" not in r.stderr  # the owner wrote it, not a stand-in
+    errors = rep["faultline"]["errors"]
+    assert any(e.startswith("callback:") for e in errors) and any("watchdog" in e for e in errors)
+    t = fltest.crashed_thread(rep)
+    assert t["tid"] != rep["process"]["pid"]
+    assert rep["diagnosis"]["summary"].startswith("SIGSEGV")
