@@ -213,6 +213,14 @@ void check_text(const std::string& text, const std::string& path) {
   }
 }
 
+// "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> the part
+// after the id, which says where and why.
+std::string json_error_text(const json::exception& e) {
+  std::string msg = e.what();
+  auto pos = msg.find("] ");
+  return pos == std::string::npos ? msg : msg.substr(pos + 2);
+}
+
 json parse_json(const std::string& text, const std::string& path) {
   check_text(text, path);
   // 256 levels: far deeper than any report, shallow enough that recursive
@@ -243,20 +251,13 @@ json parse_json(const std::string& text, const std::string& path) {
                       "complete",
                       where(path), text.size()));
     }
-    std::string msg = e.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> the part
-    // after the id, which says where and why.
-    auto pos = msg.find("] ");
-    if (pos != std::string::npos) msg = msg.substr(pos + 2);
-    throw ReportError(ReportErrorKind::kNotJson, fmt::format("{}: not JSON: {}", where(path), msg));
+    throw ReportError(ReportErrorKind::kNotJson,
+                      fmt::format("{}: not JSON: {}", where(path), json_error_text(e)));
   } catch (const json::exception& e) {
     // Valid syntax the parser still refuses: a number too large for a double
     // (found by fuzzing: it used to escape as an uncaught exception).
-    std::string msg = e.what();
-    auto pos = msg.find("] ");
-    if (pos != std::string::npos) msg = msg.substr(pos + 2);
-    throw ReportError(ReportErrorKind::kNotJson,
-                      fmt::format("{}: not a usable JSON document: {}", where(path), msg));
+    throw ReportError(ReportErrorKind::kNotJson, fmt::format("{}: not a usable JSON document: {}",
+                                                             where(path), json_error_text(e)));
   }
 }
 
