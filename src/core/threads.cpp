@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -123,6 +124,8 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
       continue;
     }
     const ucontext_t* uc = t_secondary_uc ? t_secondary_uc : static_cast<ucontext_t*>(ucv);
+    // Our own name, without three /proc system calls in the owner.
+    prctl(PR_GET_NAME, r.slot->name, 0, 0, 0);
     if (t_secondary_uc) r.slot->note = "this thread crashed too, after the first crash";
     if (stack_is_roomy()) {
       // Unwind ourselves, here: another thread may hold the loader's lock
@@ -273,7 +276,6 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
   int nreq = 0;
   for (int i = 1; i < count; ++i) {
     ThreadCapture* t = &threads[i];
-    read_thread_name(t->tid, t->name, sizeof t->name);
     if (i < max_with_stacks) {
       t->frames = arena->alloc_array<NativeFrame>(static_cast<size_t>(max_frames));
     }
@@ -385,6 +387,11 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
     futex_wake(&r.state);
   }
   g_nrequests = 0;
+  // Threads that did not name themselves (no answer, over the cap): /proc.
+  for (int i = 1; i < count; ++i) {
+    if (!threads[i].name[0])
+      read_thread_name(threads[i].tid, threads[i].name, sizeof threads[i].name);
+  }
   if (unanswered) errors->add("threads: some threads did not answer in time; see their notes");
   for (int i = 1; i < count; ++i) {
     if (!threads[i].captured && !threads[i].state)
