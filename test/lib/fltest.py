@@ -3,9 +3,11 @@ the preload, collect the report it wrote, validate it against the schema.
 
 Tests import it with:  sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 """
+import atexit
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -16,6 +18,12 @@ LIB = os.environ.get("FAULTLINE_LIB", os.path.join(BUILD, "lib", "libfaultline.s
 CLI = os.environ.get("FAULTLINE_CLI", os.path.join(BUILD, "bin", "faultline"))
 PROGRAMS = os.path.join(BUILD, "test-programs")
 SCHEMA = os.path.join(SOURCE, "schema", "faultline-1.schema.json")
+
+
+# Report directories made by run(), removed when the test process ends
+# (tests may look into them until then).
+_made_dirs = []
+atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in _made_dirs])
 
 
 class Run:
@@ -43,6 +51,7 @@ def run(cmd, preload=True, env=None, report_dir=None, timeout=60, cwd=None, stdi
     own_dir = report_dir is None
     if own_dir:
         report_dir = tempfile.mkdtemp(prefix="faultline-test-")
+        _made_dirs.append(report_dir)
     e = dict(os.environ)
     e.pop("LD_PRELOAD", None)
     for k in list(e):
