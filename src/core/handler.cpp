@@ -84,6 +84,10 @@ pid_t sys_getpid() {
 //  - Second expiry, FAULTLINE_WATCHDOG + 2 s: if the owner never reached
 //    the report (stuck with signals blocked), another thread writes it from
 //    what was captured so far; then the process ends with its signal.
+// Who writes the crash report: 1 the owner, 2 the watchdog's stand-in.
+// One compare-and-swap, so never both.
+volatile int g_writer = 0;
+
 pid_t g_watchdog_owner = 0;
 volatile int g_watchdog_stage = 0;   // 0 armed, 1 first expiry seen, 2 second
 volatile int g_phase_abandoned = 0;  // the owner acted on the first expiry
@@ -104,7 +108,11 @@ const char* phase_name(char* buf, size_t cap) {
   return buf;
 }
 
+volatile int g_watchdog_active = 0;
+volatile int g_forwarding = 0;
+
 void watchdog_expired(int, siginfo_t* info, void*) {
+  if (!g_watchdog_active) return;  // a forwarded alarm after the report: nothing to do
   char phase[32];
   phase_name(phase, sizeof phase);
   bool on_owner = sys_gettid() == g_watchdog_owner;
@@ -125,11 +133,15 @@ void watchdog_expired(int, siginfo_t* info, void*) {
   }
   if (first) {
     // Not the owner: hand the first stage to it.
-    syscall(SYS_tgkill, sys_getpid(), g_watchdog_owner, SIGALRM);
+    __atomic_fetch_add(&g_forwarding, 1, __ATOMIC_ACQ_REL);
+    if (g_watchdog_active) syscall(SYS_tgkill, sys_getpid(), g_watchdog_owner, SIGALRM);
+    __atomic_fetch_sub(&g_forwarding, 1, __ATOMIC_ACQ_REL);
     return;
   }
   g_watchdog_stage = 2;
-  if (!on_owner && !g_owner_writing) {
+  int nobody = 0;
+  if (!on_owner && __atomic_compare_exchange_n(&g_writer, &nobody, 2, false, __ATOMIC_ACQ_REL,
+                                               __ATOMIC_ACQUIRE)) {
     raw_log("faultline: watchdog: the crash handler is stuck in phase \"", phase,
             "\"; writing what was captured from another thread\n");
     alarm(kWatchdogGraceSeconds);  // bound this thread's writing too
@@ -154,6 +166,7 @@ void arm_watchdog(int seconds) {
   sigprocmask(SIG_UNBLOCK, &set, nullptr);
   g_watchdog_owner = sys_gettid();
   g_watchdog_stage = 0;
+  g_watchdog_active = 1;
   g_phase_abandoned = 0;
   g_owner_writing = 0;
   alarm(static_cast<unsigned>(seconds));
@@ -161,7 +174,22 @@ void arm_watchdog(int seconds) {
 
 void disarm_watchdog(int seconds) {
   if (seconds <= 0) return;
+  g_watchdog_active = 0;
   alarm(0);
+  // A forwarded or already fired alarm must not reach the program's own
+  // SIGALRM action (often the default: terminate) once it is back: block
+  // it, wait out a forward in flight, and take any pending one.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGALRM);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+  for (int spins = 0; __atomic_load_n(&g_forwarding, __ATOMIC_ACQUIRE) && spins < 1000; ++spins) {
+    struct timespec ts = {0, 100 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  struct timespec zero = {0, 0};
+  while (syscall(SYS_rt_sigtimedwait, &set, nullptr, &zero, sizeof(uint64_t)) == SIGALRM) {
+  }
   real_sigaction(SIGALRM, &g_old_alarm, nullptr);
 }
 
@@ -396,6 +424,8 @@ void capture_all(Capture* c, const char* kind, int signo, siginfo_t* info, void*
                                         cfg.thread_timeout_ms, c->modules, arena, &c->threads_total,
                                         &c->threads_cut, &c->threads_park_ns, &c->errors);
   });
+  // If the watchdog cut the threads phase short, no request may stay open.
+  threads_abort_capture();
   for (int k = 1; k < c->nthreads; ++k) {
     ThreadCapture* o = &c->threads[k];
     for (int i = 0; i < o->nframes; ++i)
@@ -551,6 +581,11 @@ namespace {
 // dump for another crash in the window between claiming and flagging.
 constexpr pid_t kDumpBit = 0x40000000;  // tids are below 2^22
 
+// A process-sent fatal signal that reached the owner of a live dump; raised
+// again when the dump is done.
+volatile int g_deferred_signal = 0;
+siginfo_t g_deferred_info;  // as it came: the sender stays in the report
+
 // Counts finished crash reports: threads that crashed meanwhile hand their
 // own signals on when it moves.
 volatile int g_report_gen = 0;
@@ -566,6 +601,8 @@ struct OwnerWork {
 void crash_work(void* arg) {
   OwnerWork* w = static_cast<OwnerWork*>(arg);
   const Config& cfg = g_crash.config;
+  // Threads still unwinding for an earlier live dump write into the arena.
+  threads_quiet(500);
   Capture* c = begin_capture();
   if (!c) {
     raw_log("faultline: no crash arena; no report\n");
@@ -578,6 +615,11 @@ void crash_work(void* arg) {
   capture_all(c, terminating ? "terminate" : "crash", w->signo, w->info, w->ucv);
   // The file first: stderr may be a dead or full pipe.
   g_owner_writing = 1;
+  int nobody = 0;
+  if (!__atomic_compare_exchange_n(&g_writer, &nobody, 1, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    return;  // the watchdog's stand-in is writing it
+  }
   w->written = write_report(*c, /*announce=*/false);
   // torchrun's agent reads this file to name the root cause.
   g_phase = "torchelastic error file";
@@ -644,8 +686,13 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   pid_t owner = __atomic_load_n(&g_owner, __ATOMIC_ACQUIRE);
   if ((owner & ~kDumpBit) == self) {
     if (!from_kernel) {
-      // kill -ABRT from a supervisor landed on the thread writing the
-      // report: the process is ending anyway; let the report finish.
+      // kill -ABRT from a supervisor landed on the thread writing a report.
+      // A crash report: the process is ending anyway; let it finish. A live
+      // dump: keep the signal and raise it again once the dump is done.
+      if (owner & kDumpBit) {
+        g_deferred_info = *info;
+        g_deferred_signal = signo;
+      }
       errno = saved_errno;
       return;
     }
@@ -709,6 +756,8 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   if (chain(signo, info)) {
     // The program's own handler runs next and may recover (a JIT, a
     // runtime): a later crash deserves its own report.
+    g_signo = 0;
+    g_writer = 0;
     __atomic_store_n(&g_owner, 0, __ATOMIC_RELEASE);
   }
   // Returning re-executes the faulting instruction under the restored
@@ -736,6 +785,7 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
     struct timespec ts = {0, 1000 * 1000};
     nanosleep(&ts, nullptr);
   }
+  g_signo = 0;
   struct sigaction old_pipe;
   ignore_sigpipe(&old_pipe);
   OwnerWork work = {signo, info, ucv, true, false};
@@ -752,6 +802,14 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
   }
   __atomic_store_n(&g_owner, 0, __ATOMIC_RELEASE);
   if (g_crash.config.exit_after_dump && info->si_code == SI_TIMER) _exit(1);
+  int deferred = __atomic_exchange_n(&g_deferred_signal, 0, __ATOMIC_ACQ_REL);
+  if (deferred) {
+    // Sent again to ourselves with its original siginfo (sender pid, si_code).
+    siginfo_t si = g_deferred_info;
+    if (syscall(SYS_rt_tgsigqueueinfo, sys_getpid(), self, deferred, &si) != 0) {
+      syscall(SYS_tgkill, sys_getpid(), self, deferred);
+    }
+  }
   errno = saved_errno;
 }
 
@@ -772,6 +830,8 @@ bool make_crash_stack() {
 
 void reset_ownership_after_fork() {
   g_owner = 0;
+  g_writer = 0;
+  g_deferred_signal = 0;
   g_nsecondary = 0;
   g_signo = 0;
 }

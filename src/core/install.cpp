@@ -79,6 +79,7 @@ void arm_dump_timer(int seconds, int signo) {
 void atfork_child() {
   g_crash.pid = static_cast<pid_t>(syscall(SYS_getpid));
   reset_ownership_after_fork();
+  threads_reset_after_fork();
   safe_read_reset_after_fork();
 }
 

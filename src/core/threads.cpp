@@ -210,6 +210,30 @@ void note_secondary_crash(const ucontext_t* uc) {
   t_secondary_uc = uc;
 }
 
+void threads_abort_capture() {
+  if (!__atomic_load_n(&g_active, __ATOMIC_ACQUIRE) && g_nrequests == 0) return;
+  __atomic_store_n(&g_active, 0, __ATOMIC_RELEASE);
+  int n = g_nrequests;
+  for (int i = 0; i < n && i < kMaxRequests; ++i) {
+    Request& r = g_requests[i];
+    int requested = 1;
+    __atomic_compare_exchange_n(&r.state, &requested, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    int parked = 3;
+    if (__atomic_compare_exchange_n(&r.state, &parked, 4, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+      futex_wake(&r.state);
+    }
+  }
+  g_nrequests = 0;
+}
+
+void threads_reset_after_fork() {
+  g_active = 0;
+  g_nrequests = 0;
+  g_inflight = 0;
+  g_answered = 0;
+}
+
 bool threads_quiet(int timeout_ms) {
   for (int waited = 0; __atomic_load_n(&g_inflight, __ATOMIC_ACQUIRE) > 0; ++waited) {
     if (waited >= timeout_ms) return false;

@@ -40,6 +40,12 @@ void read_thread_name(pid_t tid, char* out, size_t cap);
 // and not the wait.
 void note_secondary_crash(const ucontext_t* uc);
 
+// Ends an interrupted capture (the watchdog jumped out of it): withdraws
+// open requests and lets parked threads go. Idempotent.
+void threads_abort_capture();
+// In a fork child: no capture is in progress there.
+void threads_reset_after_fork();
+
 // Waits (bounded) until no thread is still unwinding itself from an earlier
 // capture; false if one still is. A live dump must not start before.
 bool threads_quiet(int timeout_ms);

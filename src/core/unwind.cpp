@@ -65,7 +65,7 @@ void unwind_init() {
   // A global cache takes a lock; the per-thread cache is signal-safe per
   // libunwind's documentation. Warm it up so the first use at crash time
   // does not initialise anything lazily.
-  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_GLOBAL);
+  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   unw_context_t ctx;
   unw_getcontext(&ctx);
   unw_cursor_t cursor;

@@ -399,3 +399,15 @@ def test_watchdog_cuts_a_hung_phase_short_and_still_reports():
     rep = fltest.validate(r.report)
     assert any("watchdog" in e for e in rep["faultline"]["errors"]), rep["faultline"]["errors"]
     assert "faultline: watchdog:" in r.stderr
+
+
+def test_kill_abrt_during_a_live_dump_still_kills():
+    r = fltest.run([THREADS, "abrt-during-dump"], env={"FAULTLINE_DUMP": "1", "FAULTLINE_STDERR": "0"},
+                   timeout=60)
+    assert r.returncode == -signal.SIGABRT, (r.returncode, r.stdout)
+    assert "still alive" not in r.stdout
+    kinds = sorted(rep["kind"] for rep in r.reports)
+    assert kinds == ["crash", "dump"], kinds
+    crash = [rep for rep in r.reports if rep["kind"] == "crash"][0]
+    fltest.validate(crash)
+    assert crash["signal"]["name"] == "SIGABRT" and crash["signal"]["code_name"] == "SI_USER"

@@ -236,6 +236,22 @@ int main(int argc, char** argv) {
     }
     fflush(stdout);
     return 0;
+  } else if (!strcmp(mode, "abrt-during-dump")) {
+    /* A supervisor's kill -ABRT arrives while the main thread is taking a
+     * live dump (slow: a thread with every signal blocked never answers).
+     * The process must still die by SIGABRT. */
+    start_threads(1, blocked_thread);
+    pthread_barrier_wait(&g_barrier);
+    if (fork() == 0) {
+      usleep(300000);
+      kill(getppid(), SIGABRT);
+      _exit(0);
+    }
+    raise(SIGUSR2);
+    printf("still alive\n");
+    fflush(stdout);
+    sleep(2);
+    return 0;
   } else if (!strcmp(mode, "loader-lock")) {
     /* Another thread holds the dynamic loader's lock forever, which the
      * unwinder needs: the watchdog must cut the capture short and still
