@@ -1,5 +1,5 @@
 // The crash path's state: everything prepared at install and everything
-// captured at crash time. One global instance (g_crash), set up by install.cpp
+// captured at crash time. One global instance (g_crash), set up by src/install/install.cpp
 // in normal context and used by the handler.
 #pragma once
 

@@ -1,6 +1,6 @@
 // The fatal-signal handler. Runs on the alternate signal stack, possibly with
 // the heap corrupt and locks held by the thread that died. Everything it
-// touches was prepared at install (install.cpp); see DESIGN.md for the rules.
+// touches was prepared at install (src/install/install.cpp); see DESIGN.md for the rules.
 //
 // Order: claim the crash (one CAS on the thread id), arm the watchdog,
 // capture into the arena, print the stderr summary, write the report under a
@@ -33,8 +33,8 @@
 namespace faultline::core {
 
 CrashState g_crash;
-SigactionFn g_real_sigaction = nullptr;  // set at install (sigaction_hook.cpp)
-TerminateInfo g_terminate;               // filled by the terminate handler (terminate.cpp)
+SigactionFn g_real_sigaction = nullptr;  // set at install (src/install/sigaction_hook.cpp)
+TerminateInfo g_terminate;               // filled by the terminate handler (src/install/terminate.cpp)
 // Set while a capture phase runs: a fault inside it jumps back to the
 // handler, which records the phase as failed and goes on with the next one.
 __thread sigjmp_buf t_recover __attribute__((tls_model("initial-exec")));

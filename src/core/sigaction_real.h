@@ -1,5 +1,5 @@
 // faultline's own sigaction calls. With FAULTLINE_STAY_IN_FRONT the library
-// interposes sigaction() (sigaction_hook.cpp) to keep its handlers in front
+// interposes sigaction() (src/install/sigaction_hook.cpp) to keep its handlers in front
 // of the program's; its own calls must reach libc's directly. Async-signal-
 // safe: an indirect call through a pointer set at install.
 #pragma once
@@ -10,7 +10,7 @@ namespace faultline::core {
 
 using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
 extern SigactionFn g_real_sigaction;
-// Install side (sigaction_hook.cpp).
+// Install side (src/install/sigaction_hook.cpp).
 extern volatile int g_stay_in_front;
 void resolve_real_sigaction();
 

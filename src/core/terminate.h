@@ -17,7 +17,7 @@ struct TerminateInfo {
 
 extern TerminateInfo g_terminate;
 
-// Install time (defined in terminate.cpp, compiled with exceptions).
+// Install time (defined in src/install/terminate.cpp, compiled with exceptions).
 void install_terminate_handler();
 void uninstall_terminate_handler();
 

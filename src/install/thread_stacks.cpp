@@ -1,4 +1,4 @@
-#include "core/thread_stacks.h"
+#include "install/thread_stacks.h"
 
 #include <dlfcn.h>
 #include <errno.h>

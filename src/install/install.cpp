@@ -22,7 +22,7 @@
 #include "core/signals.h"
 #include "core/str.h"
 #include "core/terminate.h"
-#include "core/thread_stacks.h"
+#include "install/thread_stacks.h"
 #include "core/threads.h"
 #include "core/torchelastic.h"
 #include "core/unwind.h"
