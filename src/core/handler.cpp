@@ -34,7 +34,7 @@ namespace faultline::core {
 
 CrashState g_crash;
 SigactionFn g_real_sigaction = nullptr;  // set at install (src/install/sigaction_hook.cpp)
-TerminateInfo g_terminate;               // filled by the terminate handler (src/install/terminate.cpp)
+TerminateInfo g_terminate;  // filled by the terminate handler (src/install/terminate.cpp)
 // Set while a capture phase runs: a fault inside it jumps back to the
 // handler, which records the phase as failed and goes on with the next one.
 __thread sigjmp_buf t_recover __attribute__((tls_model("initial-exec")));

@@ -22,11 +22,11 @@
 #include "core/signals.h"
 #include "core/str.h"
 #include "core/terminate.h"
-#include "install/thread_stacks.h"
 #include "core/threads.h"
 #include "core/torchelastic.h"
 #include "core/unwind.h"
 #include "faultline/faultline.h"
+#include "install/thread_stacks.h"
 
 #ifndef FAULTLINE_VERSION
 #define FAULTLINE_VERSION "0.0.0"
