@@ -60,7 +60,6 @@ struct Capture {
   int threads_total;         // threads the process had
   int threads_cut;           // listed without stacks because of the cap
   uint64_t threads_park_ns;  // how long the other threads took to answer
-  bool dump_ok;
   bool watchdog_noted;
   PythonCapture python;
   CaptureErrors errors;
@@ -77,7 +76,7 @@ struct Capture {
   struct PhaseTime {
     const char* name;  // "modules: ..." (the part before ':' is the phase)
     uint64_t ns;
-  } phases[16];
+  } phases[kMaxPhases];
   int nphases;
   // Diagnosis (computed after capture).
   char summary[512];

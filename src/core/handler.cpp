@@ -91,7 +91,6 @@ volatile int g_writer = 0;
 pid_t g_watchdog_owner = 0;
 volatile int g_watchdog_stage = 0;   // 0 armed, 1 first expiry seen, 2 second
 volatile int g_phase_abandoned = 0;  // the owner acted on the first expiry
-volatile int g_owner_writing = 0;    // the owner has started writing the report
 constexpr int kWatchdogGraceSeconds = 2;
 
 void write_partial_report();  // below
@@ -168,7 +167,6 @@ void arm_watchdog(int seconds) {
   g_watchdog_stage = 0;
   g_watchdog_active = 1;
   g_phase_abandoned = 0;
-  g_owner_writing = 0;
   alarm(static_cast<unsigned>(seconds));
 }
 
@@ -594,7 +592,6 @@ struct OwnerWork {
   int signo;
   siginfo_t* info;
   void* ucv;
-  bool dump;
   bool written;
 };
 
@@ -614,7 +611,6 @@ void crash_work(void* arg) {
                      g_terminate.tid == sys_gettid();
   capture_all(c, terminating ? "terminate" : "crash", w->signo, w->info, w->ucv);
   // The file first: stderr may be a dead or full pipe.
-  g_owner_writing = 1;
   int nobody = 0;
   if (!__atomic_compare_exchange_n(&g_writer, &nobody, 1, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE)) {
@@ -645,7 +641,6 @@ void dump_work(void* arg) {
   Capture* c = begin_capture();
   if (!c) return;
   capture_all(c, "dump", w->signo, w->info, w->ucv);
-  c->dump_ok = true;
   w->written = write_report(*c, /*announce=*/false);
   if (g_crash.config.write_stderr || !w->written) announce_report(*c, w->written);
 }
@@ -747,7 +742,7 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   struct sigaction old_pipe;
   ignore_sigpipe(&old_pipe);
   arm_watchdog(cfg.watchdog_seconds);
-  OwnerWork work = {signo, info, ucv, false, false};
+  OwnerWork work = {signo, info, ucv, false};
   run_on_crash_stack(crash_work, &work);
   disarm_watchdog(cfg.watchdog_seconds);
   real_sigaction(SIGPIPE, &old_pipe, nullptr);
@@ -788,7 +783,7 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
   g_signo = 0;
   struct sigaction old_pipe;
   ignore_sigpipe(&old_pipe);
-  OwnerWork work = {signo, info, ucv, true, false};
+  OwnerWork work = {signo, info, ucv, false};
   run_on_crash_stack(dump_work, &work);
   real_sigaction(SIGPIPE, &old_pipe, nullptr);
   g_dumps_written += work.written ? 1 : 0;
