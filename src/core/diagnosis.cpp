@@ -3,52 +3,15 @@
 
 #include "core/classify.h"
 #include "core/signals.h"
+#include "core/signature.h"
 #include "core/terminate.h"
 #include "core/time_fmt.h"
 
 namespace faultline::core {
-namespace {
 
-// 64-bit FNV-1a, for the crash signature.
-struct Fnv {
-  uint64_t h = 1469598103934665603ull;
-  void add(const char* s) {
-    for (; s && *s; ++s) {
-      h ^= static_cast<unsigned char>(*s);
-      h *= 1099511628211ull;
-    }
-    h ^= 0xff;  // separator
-    h *= 1099511628211ull;
-  }
-};
-
-// The first frame worth naming in a summary: skip libc's abort/raise
-// machinery so an abort is attributed to its caller.
-bool is_signal_machinery(const char* sym) {
-  static const char* const kNames[] = {"raise",
-                                       "abort",
-                                       "__pthread_kill_implementation",
-                                       "__pthread_kill_internal",
-                                       "pthread_kill",
-                                       "gsignal",
-                                       "__GI_raise",
-                                       "__GI_abort"};
-  if (!sym) return false;
-  for (const char* n : kNames) {
-    if (str_eq(sym, n)) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
-// Many of the functions of libc's raise path are local to libc and have no
-// symbol in a stripped libc.
 bool is_raise_frame(const Capture& c, const NativeFrame& f) {
-  if (is_signal_machinery(f.symbol)) return true;
-  if (!signal_sent_by_process(c.info.si_code) || f.module < 0) return false;
-  return str_starts_with(path_basename(c.modules.items[f.module].path), "libc.so") &&
-         (!f.symbol || is_signal_machinery(f.symbol));
+  return signature_skips_native(f.module >= 0 ? c.modules.items[f.module].path : nullptr, f.symbol,
+                                signal_sent_by_process(c.info.si_code));
 }
 
 // "module!symbol", or "module+0xOFFSET" when no symbol covers the pc.
@@ -181,42 +144,40 @@ void write_summary(Capture* c, const ThreadCapture* t, const NativeFrame* where)
   }
 }
 
-// Signature: signal, category and the top frames' names (never addresses).
+// The signature (signature.h): signal, category and the top frames' names
+// (never addresses).
 void write_signature(Capture* c, const ThreadCapture* t) {
   const SignalInfo* si = find_signal(c->signo);
-  bool terminate = c->kind == CaptureKind::kTerminate;
   const PyThread* py = t ? python_thread_for(*c, t->tid) : nullptr;
-  Fnv h;
-  h.add(si ? si->name : "?");
-  h.add(c->category);
-  if (terminate) h.add(g_terminate.type);
-  int used = 0;
-  for (int i = 0; t && i < t->nframes && used < 6; ++i) {
+  char names[kSignatureNativeFrames][256];
+  const char* native[kSignatureNativeFrames];
+  int nnative = 0;
+  for (int i = 0; t && i < t->nframes && nnative < kSignatureNativeFrames; ++i) {
     const NativeFrame& f = t->frames[i];
     if (is_raise_frame(*c, f)) continue;
-    char name[256];
-    StrBuf nb(name, sizeof name);
-    const char* path = f.module >= 0 ? c->modules.items[f.module].path : nullptr;
-    const Origin& o = classify_native(path, f.symbol);
-    if (o.generated) {
-      // Inductor/Triton cache paths carry hashes: the origin and the symbol
-      // identify the frame across runs, the path does not.
-      nb.add(o.id).add("!").add(f.symbol ? f.symbol : "?");
-    } else {
-      write_frame_name(&nb, *c, f);
-    }
-    // Never an absolute address: a frame outside every module counts as "?".
-    h.add(f.module >= 0 || o.generated ? name : "?");
-    ++used;
+    const Module* m = f.module >= 0 ? &c->modules.items[f.module] : nullptr;
+    const Origin& o = classify_native(m ? m->path : nullptr, f.symbol);
+    signature_native_field(names[nnative], sizeof names[nnative], m ? m->path : nullptr, f.symbol,
+                           m ? f.pc - m->bias : 0, o.id, o.generated);
+    native[nnative] = names[nnative];
+    ++nnative;
   }
-  for (int i = 0; py && i < py->nframes && i < 4; ++i) {
-    const Origin& o = classify_python(py->frames[i].file, py->frames[i].function);
-    // <eval_with_key>.N counters and hashed cache paths: hash the origin.
-    h.add(o.generated ? o.id : path_basename(py->frames[i].file));
-    h.add(py->frames[i].function);
+  const char* python[2 * kSignaturePythonFrames];
+  int npython = 0;
+  for (int i = 0; py && i < py->nframes && npython < kSignaturePythonFrames; ++i, ++npython) {
+    const PyFrame& f = py->frames[i];
+    const Origin& o = classify_python(f.file, f.function);
+    python[2 * npython] = signature_python_file(f.file, o.id, o.generated);
+    python[2 * npython + 1] = f.function;
   }
-  fmt_hex_bytes(c->signature, reinterpret_cast<const uint8_t*>(&h.h), 8);
-  c->signature[16] = '\0';
+  SignatureInput in = {si ? si->name : "?",
+                       c->category,
+                       c->kind == CaptureKind::kTerminate ? g_terminate.type : nullptr,
+                       native,
+                       nnative,
+                       python,
+                       npython};
+  crash_signature(in, c->signature);
 }
 
 }  // namespace
@@ -229,10 +190,7 @@ void diagnose(Capture* c) {
     StrBuf b(c->summary, sizeof c->summary);
     b.add("live dump (").add(si ? si->name : "signal").add(") of ").add_dec(c->nthreads);
     b.add(" threads");
-    Fnv h;
-    h.add("dump");
-    fmt_hex_bytes(c->signature, reinterpret_cast<const uint8_t*>(&h.h), 8);
-    c->signature[16] = '\0';
+    dump_signature(c->signature);
     return;
   }
   uintptr_t sp = c->have_uc ? static_cast<uintptr_t>(c->uc.uc_mcontext.gregs[REG_RSP]) : 0;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -14,90 +15,73 @@
 #include <set>
 #include <thread>
 
+#include "core/signature.h"
+
 namespace faultline::report {
 
 namespace fs = std::filesystem;
 
 namespace {
 
-// How many frames of the crashed thread make a signature: deep enough to tell
-// two crashes in the same library function apart by their callers, shallow
-// enough that a different path into the crash much higher up (another caller
-// of the training loop) does not split one bug into many groups.
-const size_t kSignatureFrames = 8;
-
-bool is_alnum(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) != 0;
-}
-
-// Frames of faultline itself (the handler) and the kernel's signal trampoline
-// are not part of the crash.
-bool frame_is_noise(const Frame& f) {
-  if (f.is_python()) return false;
-  return basename(f.module).rfind("libfaultline", 0) == 0 || f.symbol == "__restore_rt";
+// The report's strings as the crash path's C strings: nullptr for "".
+const char* or_null(const std::string& s) {
+  return s.empty() ? nullptr : s.c_str();
 }
 
 }  // namespace
 
-std::string normalize_name(const std::string& name) {
-  // Runs of letters and digits are judged one at a time: numbers (pids,
-  // ranks, versions), hex hashes, long random ids and mkstemp/tempfile names
-  // (tmpk3j_9x2a) become '#', words stay.
-  std::string out;
-  size_t i = 0;
-  while (i < name.size()) {
-    if (!is_alnum(name[i])) {
-      out += name[i++];
+std::string compute_signature(const Report& r) {
+  char out[core::kSignatureBytes];
+  if (r.kind == "dump") {
+    core::dump_signature(out);
+    return out;
+  }
+  // The writer hashes "?" for a signal it has no name for (the report says "UNKNOWN").
+  std::string signal = r.signal.name.empty() || r.signal.name == "UNKNOWN" ? "?" : r.signal.name;
+  std::string exception_type;
+  if (r.kind == "terminate" && r.raw.is_object()) {
+    auto e = r.raw.find("exception");
+    if (e != r.raw.end() && e->is_object()) exception_type = string_field(*e, "type");
+  }
+  bool sent_by_process = r.signal.code && *r.signal.code <= 0;  // SI_USER, SI_TKILL, ...
+  std::vector<std::string> native;
+  std::vector<std::string> python;  // file field, function, ...
+  const Thread* t = r.crashed_thread();
+  for (size_t i = 0; t && i < t->frames.size(); ++i) {
+    const Frame& f = t->frames[i];
+    bool generated = f.is_python()
+                         ? core::origin_is_generated(f.origin.c_str(), true, or_null(f.file),
+                                                     or_null(f.function))
+                         : core::origin_is_generated(f.origin.c_str(), false, or_null(f.module),
+                                                     or_null(f.symbol));
+    if (f.is_python()) {
+      if (python.size() >= 2 * core::kSignaturePythonFrames) continue;
+      const char* file = core::signature_python_file(f.file.c_str(), f.origin.c_str(), generated);
+      python.emplace_back(file ? file : "");
+      python.push_back(f.function);
       continue;
     }
-    size_t j = i;
-    while (j < name.size() &&
-           (is_alnum(name[j]) || (name[j] == '_' && name.compare(i, 3, "tmp") == 0)))
-      ++j;
-    std::string run = name.substr(i, j - i);
-    bool has_digit = std::any_of(run.begin(), run.end(), [](char c) {
-      return std::isdigit(static_cast<unsigned char>(c)) != 0;
-    });
-    bool all_digits = std::all_of(run.begin(), run.end(), [](char c) {
-      return std::isdigit(static_cast<unsigned char>(c)) != 0;
-    });
-    bool hex = std::all_of(run.begin(), run.end(), [](char c) {
-      return std::isxdigit(static_cast<unsigned char>(c)) != 0;
-    });
-    bool temp = run.size() >= 9 && run.compare(0, 3, "tmp") == 0;
-    if (all_digits || (hex && has_digit && run.size() >= 6) || (has_digit && run.size() >= 16) ||
-        temp) {
-      out += '#';
-    } else {
-      out += run;
-    }
-    i = j;
+    if (native.size() >= static_cast<size_t>(core::kSignatureNativeFrames)) continue;
+    if (core::signature_skips_native(or_null(f.module), or_null(f.symbol), sent_by_process))
+      continue;
+    char field[256];
+    uint64_t offset = std::strtoull(f.module_offset.c_str(), nullptr, 16);
+    core::signature_native_field(field, sizeof field, or_null(f.module), or_null(f.symbol), offset,
+                                 f.origin.c_str(), generated);
+    native.emplace_back(field);
   }
+  std::vector<const char*> native_ptrs, python_ptrs;
+  for (const std::string& s : native) native_ptrs.push_back(s.c_str());
+  for (const std::string& s : python) python_ptrs.push_back(s.c_str());
+  core::SignatureInput in = {signal.c_str(),
+                             r.diagnosis.category.c_str(),
+                             r.kind == "terminate" ? exception_type.c_str() : nullptr,
+                             native_ptrs.data(),
+                             static_cast<int>(native_ptrs.size()),
+                             python_ptrs.data(),
+                             static_cast<int>(python_ptrs.size() / 2)};
+  core::crash_signature(in, out);
   return out;
-}
-
-std::string compute_signature(const Report& r) {
-  std::string key = r.kind == "terminate" ? "terminate" : "crash";
-  key += "|" + (!r.signal.name.empty() ? r.signal.name
-                : r.signal.number      ? std::to_string(*r.signal.number)
-                                       : std::string("?"));
-  const Thread* t = r.crashed_thread();
-  if (!t && !r.threads.empty()) t = &r.threads.front();
-  size_t used = 0;
-  if (t) {
-    for (const Frame& f : t->frames) {
-      if (used == kSignatureFrames) break;
-      if (frame_is_noise(f)) continue;
-      if (f.is_python()) {
-        key += "|py:" + normalize_name(basename(f.file)) + ":" +
-               (f.qualname.empty() ? f.function : f.qualname);
-      } else {
-        key += "|" + normalize_name(basename(f.module)) + "!" + (f.symbol.empty() ? "?" : f.symbol);
-      }
-      ++used;
-    }
-  }
-  return fmt::format("{:016x}", fnv1a64(key));
 }
 
 std::string report_signature(const Report& r) {

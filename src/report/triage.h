@@ -4,9 +4,9 @@
 //   for (const TriageGroup& g : t.groups) fmt::print("{} x{}\n", g.signature, g.count);
 //
 // Reports group by diagnosis.signature, the writer's fingerprint. A report
-// without one gets a signature computed here from the crashed thread's frames,
-// with everything that differs between runs of the same crash left out:
-// addresses, offsets, pids, temporary paths and hex hashes in file names.
+// without one gets the same signature computed here, by the crash path's own
+// algorithm (core/signature.h; doc/report-format.md, "Crash signature"), so
+// one bug lands in one group whichever side computed it.
 #pragma once
 
 #include <string>
@@ -16,12 +16,11 @@
 
 namespace faultline::report {
 
-// 16 lower-case hex digits computed from the signal and the top frames.
+// 16 lower-case hex digits computed from the signal, the category and the
+// top frames of the crashed thread, as the crash path computes them.
 std::string compute_signature(const Report& r);
 // diagnosis.signature when the report has one, else compute_signature().
 std::string report_signature(const Report& r);
-// A file or module name with run-specific parts (numbers, hashes, temp names) replaced by '#'.
-std::string normalize_name(const std::string& name);
 
 struct TriageGroup {
   std::string signature;
