@@ -146,12 +146,14 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
     if (frames == thread.end() || !frames->is_array()) continue;
     const Json* prev_native = nullptr;
     bool prev_was_first = false;
+    bool prev_trampoline = false;
     for (auto& frame : *frames) {
       if (!frame.is_object() || string_field(frame, "kind") == "python") continue;
       bool first = prev_native == nullptr;
-      bool exact = is_exact_pc(first, frame, prev_native, prev_was_first);
+      bool exact = is_exact_pc(first, frame, prev_native, prev_was_first) || prev_trampoline;
       prev_native = &frame;
       prev_was_first = first;
+      prev_trampoline = false;
       ++stats.native_frames;
 
       std::string path = string_field(frame, "module");
@@ -165,6 +167,13 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
             !address_field(*w.entry, "load_bias", &bias) || pc < bias)
           continue;
         offset = pc - bias;
+      }
+      // A signal handler returns to the first byte of the sigreturn
+      // trampoline: that pc is exact (one byte earlier is another
+      // function), and so is the pc of the frame the signal interrupted.
+      if (!exact && symbolizer.module(path, w.build_id).is_sigreturn_trampoline(offset)) {
+        exact = true;
+        prev_trampoline = true;
       }
       if (!exact && offset > 0) --offset;
       w.frames.push_back({&frame, offset});

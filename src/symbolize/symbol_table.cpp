@@ -74,4 +74,10 @@ const char* SymbolTable::find(uint64_t address) const {
   return s.name;
 }
 
+const char* SymbolTable::starting_at(uint64_t address) const {
+  auto it = std::lower_bound(symbols_.begin(), symbols_.end(), address,
+                             [](const Symbol& s, uint64_t a) { return s.address < a; });
+  return it != symbols_.end() && it->address == address ? it->name : nullptr;
+}
+
 }  // namespace faultline::symbolize::internal
