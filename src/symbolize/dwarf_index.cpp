@@ -94,8 +94,11 @@ std::string function_base_name(const std::string& name) {
     if (depth == 0 && name.compare(i, 8, "operator") == 0) {
       // The operator's own characters ("()", "<<", "<") are part of its name.
       size_t j = i + 8;
-      if (name.compare(j, 2, "()") == 0) j += 2;
-      while (j < name.size() && name[j] != '(' && name[j] != ' ') ++j;
+      if (name.compare(j, 2, "()") == 0) {
+        j += 2;
+      } else {
+        while (j < name.size() && std::strchr("+-*/%^&|~!=<>,[]", name[j]) != nullptr) ++j;
+      }
       i = j - 1;
       continue;
     }

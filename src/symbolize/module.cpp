@@ -177,6 +177,10 @@ AddressInfo Module::lookup(uint64_t address) {
         info.frames.back().function = std::move(full);
     }
   }
+  // A unit covers the address but nothing names it: nothing is known.
+  if (info.frames.size() == 1 && info.frames[0].function.empty() && info.frames[0].file.empty() &&
+      info.frames[0].line == 0)
+    info.frames.clear();
   return info;
 }
 

@@ -3,6 +3,8 @@
 #include <map>
 #include <vector>
 
+#include "symbolize/dwarf_index.h"
+
 namespace faultline::symbolize {
 namespace {
 
@@ -206,6 +208,12 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
       Json& frame = *f.frame;
       for (const char* key : kFrameFields) frame.erase(key);
       AddressInfo info = module.lookup(f.address);
+      // The vDSO has no file to read: the name the crash path read from its
+      // image is all there is.
+      if (info.empty() && w.entry && bool_field(*w.entry, "vdso")) {
+        std::string raw = string_field(frame, "symbol");
+        if (!raw.empty()) info.frames.push_back({internal::demangle(raw.c_str()), "", 0, 0});
+      }
       if (info.empty()) continue;
       const SourceLocation& real = info.frames.back();
       Json loc = location_json(real);

@@ -19,7 +19,9 @@ import tempfile
 SOURCE = os.environ.get("FAULTLINE_SOURCE",
                         os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 sys.path.insert(0, os.path.join(SOURCE, "test", "lib"))
+sys.path.insert(0, os.path.join(SOURCE, "test", "symbolize"))
 import fltest  # noqa: E402
+import symtools  # noqa: E402
 
 HERE = os.path.join(SOURCE, "test", "oracle")
 PROGRAMS = os.path.join(HERE, "programs")
@@ -421,6 +423,38 @@ def compare_case(case, res, aliases):
                 res.aliases += 1
             elif len(chain) == len(g["names"]):
                 res.sym_misses.append(f"{case.id} #{gi}.{n_i}: gdb {gname!r}, symbolized {mine!r}")
+
+
+def corpus_addresses(cases_):
+    """{module: {address}} of every native frame of the crashing threads, as
+    `faultline symbolize` looks them up (a return address minus one; the
+    first frame and signal frames exact)."""
+    out = {}
+    for c in cases_:
+        if not c.report:
+            continue
+        frames = [f for f in fltest.crashed_thread(c.report)["frames"] if f["kind"] == "native"]
+        for i, f in enumerate(frames):
+            if not f.get("module") or "module_offset" not in f or not os.path.exists(f["module"]):
+                continue
+            offset = int(f["module_offset"], 16)
+            exact = i == 0 or f.get("signal_frame")
+            out.setdefault(f["module"], set()).add(offset if exact else offset - 1)
+    return out
+
+
+def llvm_compare(cases_):
+    """The corpus's frames symbolized by faultline and by llvm-symbolizer-14:
+    function, file, line, column and inline chain. Returns (compared,
+    disagreements)."""
+    compared, disagreements = 0, []
+    for module, addresses in sorted(corpus_addresses(cases_).items()):
+        addresses = sorted(addresses)
+        names = symtools.symbol_names(_debug_file(module) or module)
+        bad, _ = symtools.compare_with_llvm(module, addresses, names)
+        compared += len(addresses)
+        disagreements += [f"{module} {d}" for d in bad]
+    return compared, disagreements
 
 
 def run_all(only=None, keep=None):

@@ -88,6 +88,8 @@ TEST_CASE("a function's base name: no scopes, template arguments, parameters or 
   CHECK(function_base_name("main(int, char**)::<lambda>::operator()") == "operator()");
   CHECK(function_base_name("(anonymous namespace)::hidden(int)") == "hidden");
   CHECK(function_base_name("std::ostream::operator<<(int)") == "operator<<");
+  CHECK(function_base_name("ns::f<double>::<lambda>::operator()::<lambda>::operator()") ==
+        "operator()");
 }
 
 TEST_CASE("clone suffixes come off, one or several") {
