@@ -221,7 +221,7 @@ struct Cie {
   uintptr_t insns, end;
 };
 
-constexpr int kMaxRemember = 8;
+constexpr int kMaxRemember = 4;
 
 // ---- the row cache ----------------------------------------------------------
 
@@ -265,28 +265,55 @@ void cache_put(uintptr_t key, const Row& row) {
 
 // ---- tables -------------------------------------------------------------------
 
-// Finds the FDE for pc in the module's .eh_frame_hdr search table.
-CfiStatus find_fde(uintptr_t hdr, uintptr_t pc, uintptr_t* fde) {
+// The table's location and size from the .eh_frame_hdr header.
+CfiStatus read_hdr(uintptr_t hdr, uintptr_t* table, uint64_t* count) {
   uint8_t head[4];
   if (!safe_read(head, hdr, sizeof head)) return CfiStatus::kUnreadable;
   if (head[0] != 1) return CfiStatus::kNoTable;
   Stream s(hdr + 4, hdr + 4 + 16);
   s.encoded(head[1], hdr);  // eh_frame_ptr
-  uint64_t count = s.encoded(head[2], hdr);
+  *count = s.encoded(head[2], hdr);
   if (!s.ok()) return CfiStatus::kUnreadable;
   // ld always writes the table as datarel sdata4 pairs; anything else
   // is left to the fallback.
-  if (head[3] != 0x3b || count == 0) return CfiStatus::kNoTable;
-  uintptr_t table = s.pos();
-  // Binary search over remote memory: probe single entries while the range
-  // is wide, then read the last stretch in one go.
+  if (head[3] != 0x3b || *count == 0) return CfiStatus::kNoTable;
+  *table = s.pos();
+  return CfiStatus::kStepped;
+}
+
+// Finds the FDE for pc in the module's .eh_frame_hdr search table.
+CfiStatus find_fde(const CfiModule& m, uintptr_t pc, uintptr_t* fde) {
+  uintptr_t hdr = m.eh_frame_hdr;
+  uintptr_t table = m.table;
+  uint64_t count = m.count;
+  if (!table) {
+    CfiStatus st = read_hdr(hdr, &table, &count);
+    if (st != CfiStatus::kStepped) return st;
+  }
+  int64_t rel = static_cast<int64_t>(pc - hdr);
   constexpr uint64_t kChunk = 64;
   uint64_t lo = 0, hi = count;  // answer: the last entry with start <= pc
+  if (m.index && m.index_len) {
+    // Our own copy of every kCfiIndexStride-th start: the stretch to read.
+    uint32_t a = 0, b = m.index_len;  // first index entry > rel
+    while (a < b) {
+      uint32_t mid = a + (b - a) / 2;
+      if (m.index[mid] <= rel)
+        a = mid + 1;
+      else
+        b = mid;
+    }
+    if (a == 0) return CfiStatus::kNoFde;
+    lo = static_cast<uint64_t>(a - 1) * kCfiIndexStride;
+    hi = lo + kCfiIndexStride < count ? lo + kCfiIndexStride : count;
+  }
+  // Binary search over remote memory: probe single entries while the range
+  // is wide, then read the last stretch in one go.
   int32_t pair[2];
   while (hi - lo > kChunk) {
     uint64_t mid = lo + (hi - lo) / 2;
     if (!safe_read(pair, table + mid * 8, 4)) return CfiStatus::kUnreadable;
-    if (hdr + static_cast<int64_t>(pair[0]) <= pc)
+    if (pair[0] <= rel)
       lo = mid;
     else
       hi = mid;
@@ -296,7 +323,7 @@ CfiStatus find_fde(uintptr_t hdr, uintptr_t pc, uintptr_t* fde) {
   if (!safe_read(chunk, table + lo * 8, n * 8)) return CfiStatus::kUnreadable;
   int64_t found = -1;
   for (uint64_t i = 0; i < n; ++i) {
-    if (hdr + static_cast<int64_t>(chunk[2 * i]) <= pc)
+    if (chunk[2 * i] <= rel)
       found = static_cast<int64_t>(i);
     else
       break;
@@ -307,7 +334,7 @@ CfiStatus find_fde(uintptr_t hdr, uintptr_t pc, uintptr_t* fde) {
 }
 
 bool parse_cie(uintptr_t addr, Cie* cie) {
-  Stream s(addr, addr + 4);
+  Stream s(addr, addr + 64);  // a CIE is short: one read
   uint64_t len = s.fixed(4);
   uintptr_t start = s.pos();
   if (len == 0xffffffff) {
@@ -316,7 +343,7 @@ bool parse_cie(uintptr_t addr, Cie* cie) {
     start = s.pos();
   }
   if (!s.ok() || len == 0 || len > (1u << 24)) return false;
-  s.set_end(start + len);
+  s.set_end(start + len);  // the CIE itself
   uint64_t id = s.fixed(len > 0xffffffffull ? 8 : 4);
   if (id != 0) return false;
   uint8_t version = s.u8();
@@ -526,11 +553,22 @@ bool run_program(uintptr_t insns, uintptr_t end, const Cie& cie, uintptr_t loc, 
 }
 
 // Computes the row for pc (the lookup address) in the module's tables.
-CfiStatus find_row(uintptr_t hdr, uintptr_t pc, Row* row) {
+// Parsed CIEs and their initial rows, per walk: a module's FDEs share a
+// handful of CIEs.
+struct CieCache {
+  static constexpr int kSize = 4;
+  uintptr_t addr[kSize];
+  Cie cie[kSize];
+  Row initial[kSize];
+  int next;
+};
+
+CfiStatus find_row(const CfiModule& m, uintptr_t pc, Row* row, CieCache* cache) {
   uintptr_t fde = 0;
-  CfiStatus st = find_fde(hdr, pc, &fde);
+  CfiStatus st = find_fde(m, pc, &fde);
   if (st != CfiStatus::kStepped) return st;
-  Stream s(fde, fde + 4);
+  // One read for the whole record where it is short (the usual case).
+  Stream s(fde, fde + 192);
   uint64_t len = s.fixed(4);
   if (!s.ok()) return CfiStatus::kUnreadable;
   if (len == 0 || len == 0xffffffff || len > (1u << 24)) return CfiStatus::kBadCfi;
@@ -540,8 +578,24 @@ CfiStatus find_row(uintptr_t hdr, uintptr_t pc, Row* row) {
   uint32_t cie_off = static_cast<uint32_t>(s.fixed(4));
   if (!s.ok()) return CfiStatus::kUnreadable;
   if (cie_off == 0) return CfiStatus::kBadCfi;  // a CIE, not an FDE
-  Cie cie;
-  if (!parse_cie(cie_field - cie_off, &cie)) return CfiStatus::kBadCfi;
+  uintptr_t cie_addr = cie_field - cie_off;
+  int slot = -1;
+  for (int i = 0; i < CieCache::kSize; ++i) {
+    if (cache->addr[i] == cie_addr) slot = i;
+  }
+  if (slot < 0) {
+    slot = cache->next;
+    cache->next = (cache->next + 1) % CieCache::kSize;
+    cache->addr[slot] = 0;
+    Cie& c = cache->cie[slot];
+    if (!parse_cie(cie_addr, &c)) return CfiStatus::kBadCfi;
+    cache->initial[slot] = Row{};
+    if (!run_program(c.insns, c.end, c, 0, UINTPTR_MAX, nullptr, &cache->initial[slot]))
+      return CfiStatus::kBadCfi;
+    cache->addr[slot] = cie_addr;
+  }
+  const Cie& cie = cache->cie[slot];
+  const Row& initial = cache->initial[slot];
   uintptr_t begin = s.encoded(cie.fde_enc);
   uintptr_t range = s.encoded(cie.fde_enc & 0x0f);
   if (!s.ok()) return CfiStatus::kUnreadable;
@@ -551,9 +605,6 @@ CfiStatus find_row(uintptr_t hdr, uintptr_t pc, Row* row) {
     s.seek(s.pos() + auglen);
   }
   if (!s.ok() || s.pos() > end) return CfiStatus::kBadCfi;
-  Row initial = {};
-  if (!run_program(cie.insns, cie.end, cie, 0, UINTPTR_MAX, nullptr, &initial))
-    return CfiStatus::kBadCfi;
   *row = initial;
   if (!run_program(s.pos(), end, cie, begin, pc, &initial, row)) return CfiStatus::kBadCfi;
   row->signal = cie.signal;
@@ -834,16 +885,21 @@ CfiStatus apply_row(const Row& row, CfiRegs* regs, StackWindow* stack, bool* exa
   return CfiStatus::kStepped;
 }
 
-CfiStatus step(const CfiModules& mods, CfiRegs* regs, bool* exact, StackWindow* stack) {
+struct WalkState {
+  StackWindow stack;
+  CieCache cies;
+};
+
+CfiStatus step(const CfiModules& mods, CfiRegs* regs, bool* exact, WalkState* w) {
   if (!(regs->valid & (1u << kCfiRip))) return CfiStatus::kEnd;
   uintptr_t pc = regs->r[kCfiRip];
   uintptr_t lookup = *exact ? pc : pc - 1;
   Row row;
-  if (cache_get(lookup, &row)) return apply_row(row, regs, stack, exact);
+  if (cache_get(lookup, &row)) return apply_row(row, regs, &w->stack, exact);
   int m = cfi_find_module(mods, lookup);
   CfiStatus st = CfiStatus::kNoModule;
   if (m >= 0) {
-    st = mods.items[m].eh_frame_hdr ? find_row(mods.items[m].eh_frame_hdr, lookup, &row)
+    st = mods.items[m].eh_frame_hdr ? find_row(mods.items[m], lookup, &row, &w->cies)
                                     : CfiStatus::kNoTable;
   }
   if (st != CfiStatus::kStepped) {
@@ -852,7 +908,7 @@ CfiStatus step(const CfiModules& mods, CfiRegs* regs, bool* exact, StackWindow* 
     return st;
   }
   if (!row.has_expr) cache_put(lookup, row);
-  return apply_row(row, regs, stack, exact);
+  return apply_row(row, regs, &w->stack, exact);
 }
 
 }  // namespace
@@ -883,6 +939,12 @@ void cfi_regs_from_ucontext(const ucontext_t* uc, CfiRegs* regs) {
   regs->valid = (1u << kCfiNumRegs) - 1;
 }
 
+void cfi_regs_to_ucontext(const CfiRegs& regs, ucontext_t* uc) {
+  for (int i = 0; i < kCfiNumRegs; ++i) {
+    uc->uc_mcontext.gregs[kGregOf[i]] = static_cast<greg_t>(regs.valid & (1u << i) ? regs.r[i] : 0);
+  }
+}
+
 int cfi_find_module(const CfiModules& mods, uintptr_t pc) {
   int lo = 0, hi = mods.count;  // first module with lo > pc
   while (lo < hi) {
@@ -897,31 +959,40 @@ int cfi_find_module(const CfiModules& mods, uintptr_t pc) {
   return pc < m.hi ? lo - 1 : -1;
 }
 
+CfiStatus cfi_lookup(const CfiModules& mods, uintptr_t pc) {
+  int m = cfi_find_module(mods, pc);
+  if (m < 0) return CfiStatus::kNoModule;
+  if (!mods.items[m].eh_frame_hdr) return CfiStatus::kNoTable;
+  Row row;
+  CieCache cies = {};
+  return find_row(mods.items[m], pc, &row, &cies);
+}
+
 CfiStatus cfi_step(const CfiModules& mods, CfiRegs* regs, bool* exact) {
-  StackWindow stack;
-  return step(mods, regs, exact, &stack);
+  WalkState w{};
+  return step(mods, regs, exact, &w);
 }
 
 void cfi_new_generation() {
   __atomic_fetch_add(&g_generation, 1, __ATOMIC_RELEASE);
 }
 
-int cfi_walk(const CfiModules& mods, const CfiRegs& start, bool exact, CfiFrame* out, int cap,
+int cfi_walk(const CfiModules& mods, const CfiRegs& start, bool exact, CfiEmit emit, void* ctx,
              int max_total, CfiStatus* status, CfiRegs* last) {
-  StackWindow stack;
+  WalkState w{};
   CfiRegs regs = start;
   int total = 0;
   CfiStatus st = CfiStatus::kEnd;
   while (total < max_total) {
-    if (!(regs.valid & (1u << kCfiRip)) || regs.r[kCfiRip] == 0) {
+    if (!(regs.valid & (1u << kCfiRip)) || (regs.r[kCfiRip] == 0 && total > 0)) {
       st = CfiStatus::kEnd;
       break;
     }
-    if (total < cap) out[total] = {regs.r[kCfiRip], regs.r[kCfiRsp], exact};
+    emit(ctx, regs.r[kCfiRip], regs.r[kCfiRsp], exact);
     ++total;
     *last = regs;
     uintptr_t old_pc = regs.r[kCfiRip], old_sp = regs.r[kCfiRsp];
-    st = step(mods, &regs, &exact, &stack);
+    st = step(mods, &regs, &exact, &w);
     if (st == CfiStatus::kStepped && total == 1) {
       // nothing special: the first frame had tables
     } else if (st != CfiStatus::kStepped && total == 1 && st != CfiStatus::kEnd &&
@@ -931,7 +1002,7 @@ int cfi_walk(const CfiModules& mods, const CfiRegs& start, bool exact, CfiFrame*
       // tables, stopped at its first instruction. The return address is on
       // top of the stack.
       uintptr_t ret = 0;
-      if (!(regs.valid & (1u << kCfiRsp)) || !stack.read(regs.r[kCfiRsp], &ret)) break;
+      if (!(regs.valid & (1u << kCfiRsp)) || !w.stack.read(regs.r[kCfiRsp], &ret)) break;
       regs.r[kCfiRip] = ret;
       regs.r[kCfiRsp] += 8;
       exact = false;

@@ -29,7 +29,18 @@ struct CfiModule {
   uintptr_t lo;            // lowest mapped address (runtime)
   uintptr_t hi;            // one past the highest
   uintptr_t eh_frame_hdr;  // runtime address of .eh_frame_hdr; 0: none
+  // Optional, made outside the signal path: every kCfiIndexStride-th start
+  // address of the search table (relative to eh_frame_hdr, as the table
+  // has them), so the search at crash time reads one stretch of the table
+  // instead of probing it. table: the search table's address; count: its
+  // entries.
+  const int32_t* index;
+  uint32_t index_len;
+  uint32_t count;
+  uintptr_t table;
 };
+
+constexpr uint32_t kCfiIndexStride = 64;
 
 // The modules, sorted by lo, without overlaps.
 struct CfiModules {
@@ -57,28 +68,31 @@ enum class CfiStatus : uint8_t {
 
 const char* cfi_status_name(CfiStatus s);
 
-// Registers of an interrupted context.
+// Registers of an interrupted context, and back (registers not known are
+// written as 0).
 void cfi_regs_from_ucontext(const ucontext_t* uc, CfiRegs* regs);
+void cfi_regs_to_ucontext(const CfiRegs& regs, ucontext_t* uc);
 
 // Index of the module holding pc, or -1.
 int cfi_find_module(const CfiModules& mods, uintptr_t pc);
+
+// Whether pc (an exact pc) has unwind information: kStepped if an FDE
+// covers it, else why not (kNoModule, kNoTable, kNoFde, kUnreadable).
+CfiStatus cfi_lookup(const CfiModules& mods, uintptr_t pc);
 
 // One step. `exact` (in and out): the pc is the interrupted instruction (the
 // first frame, and the frame a signal interrupted), not a return address.
 CfiStatus cfi_step(const CfiModules& mods, CfiRegs* regs, bool* exact);
 
-// A full walk. Frames are written to out (cap entries); returns how many
-// frames were seen (possibly more than cap, up to max_total). `status`
-// receives why the walk ended, `last` the registers of the last frame
-// recorded (where a fallback unwinder can go on). A first pc without unwind
-// information (a call through a bad pointer) is stepped with the return
-// address on top of the stack.
-struct CfiFrame {
-  uintptr_t pc;
-  uintptr_t sp;
-  bool exact;
-};
-int cfi_walk(const CfiModules& mods, const CfiRegs& start, bool exact, CfiFrame* out, int cap,
+// A full walk from `start`. Each frame is handed to emit (pc, sp, and
+// whether pc is exact); returns how many frames were seen, at most
+// max_total. `status` receives why the walk ended, `last` the registers of
+// the last frame emitted (where a fallback unwinder can go on). A first pc
+// without unwind information (a call through a bad pointer, a function
+// without tables stopped at its first instruction) is stepped with the
+// return address on top of the stack.
+using CfiEmit = void (*)(void* ctx, uintptr_t pc, uintptr_t sp, bool exact);
+int cfi_walk(const CfiModules& mods, const CfiRegs& start, bool exact, CfiEmit emit, void* ctx,
              int max_total, CfiStatus* status, CfiRegs* last);
 
 // Starts a new capture: rows cached by an earlier one are not trusted (the

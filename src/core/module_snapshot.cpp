@@ -99,6 +99,21 @@ bool module_snapshot_use(ModuleTable* table, CfiModules* cfi, Arena* arena) {
         table->count = n;
         table->truncated = false;
         if (b.ncfi) copy_bytes(sorted, b.cfi, sizeof(CfiModule) * static_cast<size_t>(b.ncfi));
+        // The sparse indexes too: the buffer may be rewritten once we
+        // stop reading it, the capture's copy stays.
+        int32_t* index = arena->alloc_array<int32_t>(b.index_used ? b.index_used : 1);
+        for (int i = 0; i < b.ncfi; ++i) {
+          CfiModule& c = sorted[i];
+          if (!c.index) continue;
+          if (!index) {
+            c.index = nullptr;
+            c.index_len = 0;
+            continue;
+          }
+          size_t off = static_cast<size_t>(c.index - b.index);
+          copy_bytes(index + off, c.index, sizeof(int32_t) * c.index_len);
+          c.index = index + off;
+        }
         cfi->items = sorted;
         cfi->count = b.ncfi;
         ok = true;
@@ -138,7 +153,7 @@ bool cfi_modules_from_table(const ModuleTable& table, CfiModules* cfi, Arena* ar
       out[j] = out[j - 1];
       --j;
     }
-    out[j] = {m.base, m.end, hdr};
+    out[j] = {m.base, m.end, hdr, nullptr, 0, 0, 0};
   }
   cfi->count = n;
   return true;

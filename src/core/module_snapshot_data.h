@@ -16,12 +16,13 @@ struct Entry {
   uintptr_t l_addr;  // its load bias
   uintptr_t l_name;  // its name pointer (the loader never changes either)
   Module info;       // path points into Buffer::pool
-  uintptr_t eh_frame_hdr;
-  bool listed;  // has a mapped range (the crash-time walk skips the others too)
+  CfiModule cfi;     // its index points into Buffer::index
+  bool listed;       // has a mapped range (the crash-time walk skips the others too)
 };
 
 constexpr int kMaxModules = 1024;
 constexpr size_t kPoolBytes = 256u << 10;
+constexpr size_t kIndexEntries = 64u << 10;  // the unwinder's sparse indexes
 
 struct Buffer {
   uintptr_t r_map;  // the first node
@@ -32,6 +33,8 @@ struct Buffer {
   int ncfi;
   size_t pool_used;
   char pool[kPoolBytes];
+  size_t index_used;
+  int32_t index[kIndexEntries];
 };
 
 // Two buffers; `published` is the index of the current one, -1 before the

@@ -4,6 +4,7 @@
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <unistd.h>
@@ -18,6 +19,22 @@ using snapshot::Buffer;
 using snapshot::Entry;
 
 pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
+// dl_iterate_phdr's counters of loads and unloads at the last refresh.
+unsigned long long g_adds = 0, g_subs = 0;
+bool g_refreshed = false;
+
+struct Counters {
+  unsigned long long adds, subs;
+};
+
+int read_counters(dl_phdr_info* info, size_t size, void* arg) {
+  Counters* c = static_cast<Counters*>(arg);
+  if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+    c->adds = info->dlpi_adds;
+    c->subs = info->dlpi_subs;
+  }
+  return 1;  // the first module is enough
+}
 
 struct Node {
   uintptr_t node, l_addr, l_name;
@@ -33,6 +50,46 @@ struct Walk {
   bool overflow;
   char exe[4096];
 };
+
+// The unwinder's sparse index of a module's .eh_frame_hdr search table
+// (see CfiModule), into the buffer's index pool.
+void make_index(Buffer* b, CfiModule* c) {
+  c->index = nullptr;
+  c->index_len = 0;
+  c->table = 0;
+  c->count = 0;
+  const uint8_t* hdr = reinterpret_cast<const uint8_t*>(c->eh_frame_hdr);
+  // version 1, eh_frame_ptr any 4-byte encoding, count udata4/sdata4
+  // (0x03/0x0b, optionally datarel), table datarel sdata4: what ld writes.
+  auto four_bytes = [](uint8_t enc) { return (enc & 0x0f) == 0x03 || (enc & 0x0f) == 0x0b; };
+  if (!hdr || hdr[0] != 1 || !four_bytes(hdr[1]) || !four_bytes(hdr[2]) || hdr[3] != 0x3b) return;
+  uint32_t count;
+  memcpy(&count, hdr + 8, 4);
+  const int32_t* table = reinterpret_cast<const int32_t*>(hdr + 12);
+  uint32_t n = (count + kCfiIndexStride - 1) / kCfiIndexStride;
+  if (count == 0 || b->index_used + n > snapshot::kIndexEntries) return;
+  int32_t* out = b->index + b->index_used;
+  for (uint32_t i = 0; i < n; ++i) out[i] = table[2 * static_cast<size_t>(i) * kCfiIndexStride];
+  b->index_used += n;
+  c->index = out;
+  c->index_len = n;
+  c->table = reinterpret_cast<uintptr_t>(table);
+  c->count = count;
+}
+
+// A reused module's index, copied from the old buffer.
+void copy_index(Buffer* b, CfiModule* c) {
+  if (!c->index) return;
+  if (b->index_used + c->index_len > snapshot::kIndexEntries) {
+    c->index = nullptr;
+    c->index_len = 0;
+    return;
+  }
+  int32_t* out = b->index + b->index_used;
+  memcpy(out, c->index, sizeof(int32_t) * c->index_len);
+  b->index_used += c->index_len;
+  c->index = out;
+}
 
 const char* pool_add(Buffer* b, const char* s) {
   size_t n = strlen(s) + 1;
@@ -57,7 +114,7 @@ void read_headers(Entry* e, const dl_phdr_info* info) {
       if (ph.p_vaddr < lo) lo = ph.p_vaddr;
       if (ph.p_vaddr + ph.p_memsz > hi) hi = ph.p_vaddr + ph.p_memsz;
     } else if (ph.p_type == PT_GNU_EH_FRAME) {
-      e->eh_frame_hdr = info->dlpi_addr + ph.p_vaddr;
+      e->cfi.eh_frame_hdr = info->dlpi_addr + ph.p_vaddr;
     } else if (ph.p_type == PT_NOTE && m.build_id_len == 0) {
       const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
       const char* end = p + ph.p_memsz;
@@ -109,11 +166,14 @@ int on_module(dl_phdr_info* info, size_t, void* arg) {
   Entry* e = &w->out->entries[idx];
   const Node& n = w->nodes[idx];
   if (w->old) {
-    for (int i = 0; i < w->old->count; ++i) {
+    // Usually at the same index as before: look there first.
+    for (int k = 0; k < w->old->count; ++k) {
+      int i = (idx + k) % w->old->count;
       const Entry& o = w->old->entries[i];
       if (o.node == n.node && o.l_addr == n.l_addr && o.l_name == n.l_name) {
         *e = o;
         e->info.path = pool_add(w->out, o.info.path);
+        copy_index(w->out, &e->cfi);
         return 0;
       }
     }
@@ -130,6 +190,9 @@ int on_module(dl_phdr_info* info, size_t, void* arg) {
   e->info.path = pool_add(w->out, main_exe ? w->exe : info->dlpi_name ? info->dlpi_name : "");
   read_headers(e, info);
   e->listed = e->info.end > e->info.base;
+  e->cfi.lo = e->info.base;
+  e->cfi.hi = e->info.end;
+  make_index(w->out, &e->cfi);
   return 0;
 }
 
@@ -137,7 +200,13 @@ int on_module(dl_phdr_info* info, size_t, void* arg) {
 
 void module_snapshot_refresh() {
   static Walk walk;  // big: not on the stack of whatever thread called dlopen
+  Counters now = {~0ull, ~0ull};
+  dl_iterate_phdr(read_counters, &now);
   pthread_mutex_lock(&g_mutex);
+  if (g_refreshed && now.adds == g_adds && now.subs == g_subs) {
+    pthread_mutex_unlock(&g_mutex);  // nothing loaded or unloaded since
+    return;
+  }
   int pub = __atomic_load_n(&snapshot::g_published, __ATOMIC_SEQ_CST);
   int target = pub == 0 ? 1 : 0;
   if (__atomic_load_n(&snapshot::g_readers, __ATOMIC_SEQ_CST) > 0) {
@@ -148,6 +217,7 @@ void module_snapshot_refresh() {
   b->count = 0;
   b->ncfi = 0;
   b->pool_used = 0;
+  b->index_used = 0;
   b->complete = true;
   b->r_map = 0;
   walk.out = b;
@@ -174,9 +244,12 @@ void module_snapshot_refresh() {
       b->cfi[j] = b->cfi[j - 1];
       --j;
     }
-    b->cfi[j] = {e.info.base, e.info.end, e.eh_frame_hdr};
+    b->cfi[j] = e.cfi;
   }
   __atomic_store_n(&snapshot::g_published, target, __ATOMIC_SEQ_CST);
+  g_adds = now.adds;
+  g_subs = now.subs;
+  g_refreshed = now.adds != ~0ull;
   pthread_mutex_unlock(&g_mutex);
 }
 

@@ -65,13 +65,15 @@ void walk_libunwind(unw_context_t* ctx, bool signal_frame, Walk* w) {
 void walk_cfi(const ucontext_t* uc, bool exact, Walk* w, CfiStatus* status) {
   CfiRegs regs, last;
   cfi_regs_from_ucontext(uc, &regs);
-  CfiFrame frames[kMax];
-  int n = cfi_walk(g_cfi, regs, exact, frames, kMax, kMax, status, &last);
-  w->n = n < kMax ? n : kMax;
-  for (int i = 0; i < w->n; ++i) {
-    w->pc[i] = frames[i].pc;
-    w->sp[i] = frames[i].sp;
-  }
+  w->n = 0;
+  auto emit = [](void* ctx, uintptr_t pc, uintptr_t sp, bool) {
+    Walk* out = static_cast<Walk*>(ctx);
+    out->pc[out->n] = pc;
+    out->sp[out->n] = sp;
+    ++out->n;
+  };
+  int n = cfi_walk(g_cfi, regs, exact, emit, w, kMax, status, &last);
+  CHECK(n == w->n);
 }
 
 void check_same(const Walk& a, const Walk& b) {
