@@ -183,7 +183,7 @@ class StackWindow {
   }
 
   uintptr_t base_ = 0, len_ = 0;
-  uint8_t buf_[1024];
+  uint8_t buf_[512];
 };
 
 enum RuleKind : uint8_t {
@@ -556,7 +556,7 @@ bool run_program(uintptr_t insns, uintptr_t end, const Cie& cie, uintptr_t loc, 
 // Parsed CIEs and their initial rows, per walk: a module's FDEs share a
 // handful of CIEs.
 struct CieCache {
-  static constexpr int kSize = 4;
+  static constexpr int kSize = 2;
   uintptr_t addr[kSize];
   Cie cie[kSize];
   Row initial[kSize];

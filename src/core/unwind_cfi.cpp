@@ -56,18 +56,13 @@ const CfiModules& unwind_cfi_modules() {
 }
 
 bool unwind_cfi(const ucontext_t* uc, ThreadCapture* t, int max_frames, int max_counted,
-                ucontext_t* resume, bool* resume_exact, CfiStatus* status) {
-  CfiRegs regs, last;
+                CfiRegs* last, bool* last_exact, CfiStatus* status) {
+  CfiRegs regs;
   cfi_regs_from_ucontext(uc, &regs);
   Sink sink = {t, max_frames, true};
-  cfi_walk(g_mods, regs, true, emit, &sink, max_counted - t->frames_total, status, &last);
+  cfi_walk(g_mods, regs, true, emit, &sink, max_counted - t->frames_total, status, last);
   if (*status == CfiStatus::kEnd || t->frames_total >= max_counted) return true;
-  // Stopped early: hand the last frame's registers to the fallback. Only
-  // the general registers matter to it; the rest of the context is the
-  // interrupted one's.
-  __builtin_memcpy(resume, uc, sizeof *resume);
-  cfi_regs_to_ucontext(last, resume);
-  *resume_exact = sink.last_exact;
+  *last_exact = sink.last_exact;
   return false;
 }
 

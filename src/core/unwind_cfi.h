@@ -25,11 +25,11 @@ const CfiModules& unwind_cfi_modules();
 
 // Walks with the CFI unwinder into t->frames, from the interrupted context.
 // Returns true when the walk reached the outermost frame (or the cap);
-// false when it stopped early, with `resume` set to the last frame's
+// false when it stopped early, with `last` set to the last frame's
 // registers (that frame already recorded) for the fallback, and
-// `resume_exact` whether its pc is exact (else a return address).
+// `last_exact` whether its pc is exact (else a return address).
 bool unwind_cfi(const ucontext_t* uc, ThreadCapture* t, int max_frames, int max_counted,
-                ucontext_t* resume, bool* resume_exact, CfiStatus* status);
+                CfiRegs* last, bool* last_exact, CfiStatus* status);
 
 // Bytes of stack a CFI walk needs at most (the signal handler checks the
 // room it has against it).

@@ -5,6 +5,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <unistd.h>
@@ -225,8 +226,8 @@ void module_snapshot_refresh() {
   walk.nnodes = 0;
   walk.first_call = true;
   walk.overflow = false;
-  long n = readlink("/proc/self/exe", walk.exe, sizeof walk.exe - 1);
-  walk.exe[n > 0 ? n : 0] = '\0';
+  // As the crash-time walk names it (/proc/self/exe, else AT_EXECFN).
+  snprintf(walk.exe, sizeof walk.exe, "%s", modules_exe_path());
   memset(walk.seen, 0, sizeof walk.seen);
   dl_iterate_phdr(on_module, &walk);
   b->count = walk.nnodes;
