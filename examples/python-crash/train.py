@@ -3,12 +3,8 @@ under Python code, with other threads alive (a data loader, a logger).
 
 Run it under faultline (see the README):
     LD_PRELOAD=build/lib/libfaultline.so FAULTLINE_DIR=out python3 examples/python-crash/train.py
-or, with the Python package installed (pip install .):
-    python3 -m faultline run examples/python-crash/train.py
-    python3 examples/python-crash/train.py --faultline    # faultline.enable() at start
 """
 import ctypes
-import sys
 import threading
 import time
 
@@ -40,10 +36,8 @@ def train(epochs):
 
 
 if __name__ == "__main__":
-    if "--faultline" in sys.argv[1:]:
-        import faultline
-
-        faultline.enable()
+    if "--faultline" in __import__("sys").argv[1:]:  # no preload: faultline.enable()
+        __import__("faultline").enable()
     loader = DataLoader()
     loader.start()
     loader.ready.wait()
