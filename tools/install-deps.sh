@@ -10,6 +10,7 @@ packages=(
   libseccomp-dev
   gdb lldb-14 clang-14 libclang-rt-14-dev llvm-14 clang-format binutils libbenchmark-dev
   python3 python3-dev python3-pytest python3-jsonschema python3-numpy python3-torch
+  python3-setuptools python3-wheel python3-pip python3-venv python3-build dpkg-dev fakeroot
   cmark-gfm hyperfine
 )
 missing=()

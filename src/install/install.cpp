@@ -15,6 +15,7 @@
 
 #include "core/classify.h"
 #include "core/crash.h"
+#include "core/module_snapshot.h"
 #include "core/python.h"
 #include "core/raw_log.h"
 #include "core/safe_read.h"
@@ -26,6 +27,7 @@
 #include "core/threads.h"
 #include "core/torchelastic.h"
 #include "core/unwind.h"
+#include "core/unwind_cfi.h"
 #include "faultline/faultline.h"
 #include "install/sigaction_hook.h"
 #include "install/terminate.h"
@@ -272,6 +274,10 @@ int faultline_install(const faultline_options* opts) {
   safe_read_init();
   modules_init();
   unwind_init();
+  // The unwinder is not an option of the C API: a deployment switch.
+  if (const char* u = getenv("FAULTLINE_UNWINDER"); u && *u && !unwinder_choose(u))
+    warn_bad("FAULTLINE_UNWINDER", u, "expected cfi or libunwind");
+  module_snapshot_refresh();
   python_init(nullptr);
   classify_init();
   torchelastic_init();
