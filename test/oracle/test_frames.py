@@ -22,12 +22,8 @@ pytestmark = pytest.mark.skipif(not usable, reason=why)
 # The shares the project holds itself to (doc/frames.md lists what misses).
 RAW_MIN = float(os.environ.get("FAULTLINE_ORACLE_RAW_MIN", "0.95"))
 SYMBOLIZED_MIN = float(os.environ.get("FAULTLINE_ORACLE_SYMBOLIZED_MIN", "0.99"))
-# Gaps that remain, by scenario, each with its reason in doc/frames.md.
-KNOWN_GAPS = {
-    # Code in anonymous memory has no unwind information; the unwinder loses
-    # the frames above it (gdb finds them by its prologue analysis).
-    "jit",
-}
+# Gaps that remain, by scenario, each with its reason in doc/frames.md: none.
+KNOWN_GAPS = set()
 
 
 @pytest.fixture(scope="module")
