@@ -17,6 +17,7 @@
 #include "core/str.h"
 #include "core/sys.h"
 #include "core/unwind.h"
+#include "core/unwind_cfi.h"
 #include "core/watchdog.h"
 
 namespace faultline::core {
@@ -72,12 +73,21 @@ const ModuleTable* volatile g_modules = nullptr;
 struct Request;
 void unwind_into(const ucontext_t* uc, Request& r);
 
-// True when this thread's current stack has room for libunwind: not on a
-// signal stack, or on one of at least 48 KiB.
+// True when this thread's current stack has room for its unwinder: not on
+// a signal stack, or on one of at least 48 KiB for libunwind, or with at
+// least kCfiStackBytes left below us for the CFI unwinder (Python's
+// faulthandler gives the main thread a 16 KiB signal stack: with the CFI
+// unwinder it unwinds itself instead of parking).
 bool stack_is_roomy() {
   stack_t ss;
   if (sigaltstack(nullptr, &ss) != 0) return false;
   if (!(ss.ss_flags & SS_ONSTACK)) return true;
+  if (unwinder_choice() == UnwinderChoice::kCfi && unwind_cfi_modules().count > 0) {
+    char here;
+    uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
+    uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
+    if (sp > lo && sp - lo >= kCfiStackBytes) return true;
+  }
   return ss.ss_size >= (48u << 10);
 }
 

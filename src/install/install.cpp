@@ -16,6 +16,7 @@
 #include "core/annotations.h"
 #include "core/classify.h"
 #include "core/crash.h"
+#include "core/module_snapshot.h"
 #include "core/python.h"
 #include "core/raw_log.h"
 #include "core/safe_read.h"
@@ -28,6 +29,7 @@
 #include "core/threads.h"
 #include "core/torchelastic.h"
 #include "core/unwind.h"
+#include "core/unwind_cfi.h"
 #include "faultline/faultline.h"
 #include "install/late_load.h"
 #include "install/sigaction_hook.h"
@@ -277,6 +279,10 @@ int faultline_install(const faultline_options* opts) {
   safe_read_init();
   modules_init();
   unwind_init(faultline::install::libunwind_tls_is_static());
+  // The unwinder is not an option of the C API: a deployment switch.
+  if (const char* u = getenv("FAULTLINE_UNWINDER"); u && *u && !unwinder_choose(u))
+    warn_bad("FAULTLINE_UNWINDER", u, "expected cfi or libunwind");
+  module_snapshot_refresh();
   python_init(nullptr);
   classify_init();
   torchelastic_init();
