@@ -72,11 +72,15 @@ int walk_libunwind(unw_context_t* ctx, bool signal_frame, ThreadCapture* t, int 
 
 }  // namespace
 
-void unwind_init() {
+void unwind_init(bool per_thread_cache) {
   // A global cache takes a lock; the per-thread cache is signal-safe per
-  // libunwind's documentation. Warm it up so the first use at crash time
-  // does not initialise anything lazily.
-  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+  // libunwind's documentation when its TLS is static (loaded at start-up).
+  // Loaded late, libunwind's TLS is dynamic: a thread's first touch would
+  // call malloc inside the handler, so no cache then (slower, but safe).
+  // Warm up so the first use at crash time does not initialise anything
+  // lazily.
+  unw_set_caching_policy(unw_local_addr_space,
+                         per_thread_cache ? UNW_CACHE_PER_THREAD : UNW_CACHE_NONE);
   unw_context_t ctx;
   unw_getcontext(&ctx);
   unw_cursor_t cursor;

@@ -27,16 +27,18 @@ HERE = os.path.join(SOURCE, "test", "oracle")
 PROGRAMS = os.path.join(HERE, "programs")
 JOBS = max(1, min(2, os.cpu_count() or 1))
 
-# Variants: (language, flags). Every C scenario runs in every C variant,
-# every C++ scenario in every C++ variant.
+# Variants: (language, compiler, flags). Every C scenario runs in every C
+# variant, every C++ scenario in every C++ variant.
 VARIANTS = {
-    "c-O0-fp": ("c", ["-O0", "-fno-omit-frame-pointer"]),
-    "c-O2": ("c", ["-O2", "-fomit-frame-pointer"]),
-    "c-O2-fp": ("c", ["-O2", "-fno-omit-frame-pointer"]),
-    "c-O3": ("c", ["-O3", "-fomit-frame-pointer"]),
-    "cpp-O0-fp": ("cpp", ["-O0", "-fno-omit-frame-pointer"]),
-    "cpp-O2": ("cpp", ["-O2", "-fomit-frame-pointer"]),
-    "cpp-O3": ("cpp", ["-O3", "-fomit-frame-pointer"]),
+    "c-O0-fp": ("c", "gcc", ["-O0", "-fno-omit-frame-pointer"]),
+    "c-O2": ("c", "gcc", ["-O2", "-fomit-frame-pointer"]),
+    "c-O2-fp": ("c", "gcc", ["-O2", "-fno-omit-frame-pointer"]),
+    "c-O3": ("c", "gcc", ["-O3", "-fomit-frame-pointer"]),
+    "c-clang-O2": ("c", "clang-14", ["-O2", "-fomit-frame-pointer"]),
+    "cpp-O0-fp": ("cpp", "g++", ["-O0", "-fno-omit-frame-pointer"]),
+    "cpp-O2": ("cpp", "g++", ["-O2", "-fomit-frame-pointer"]),
+    "cpp-O3": ("cpp", "g++", ["-O3", "-fomit-frame-pointer"]),
+    "cpp-clang-O2": ("cpp", "clang++-14", ["-O2", "-fomit-frame-pointer"]),
 }
 C_SCENARIOS = ["null-read", "bad-fnptr", "null-fnptr", "inline", "tail", "abort", "assert", "libc-fault", "vdso",
                "sighandler", "qsort", "bsearch", "pthread-once", "dlopen-call", "dlopen-ctor", "jit",
@@ -59,21 +61,25 @@ def core_pattern_usable():
         return False, "no /proc/sys/kernel/core_pattern"
     if pattern.startswith("|") or pattern.startswith("/") or not pattern:
         return False, f"core_pattern is {pattern!r}: cores do not land in a directory the test controls"
+    if resource.getrlimit(resource.RLIMIT_CORE)[1] == 0:
+        return False, "the hard RLIMIT_CORE is 0: no core files can be written"
     return True, pattern
 
 
 def build(outdir):
     """Compiles every variant (and the dlopened library per variant), in parallel."""
     cmds = []
-    for name, (lang, flags) in VARIANTS.items():
+    for name, (lang, cc, flags) in VARIANTS.items():
         exe = os.path.join(outdir, name)
+        if not shutil.which(cc):
+            raise RuntimeError(f"{cc} is not installed (tools/install-deps.sh)")
         if lang == "c":
-            cmds.append(["gcc", "-g", *flags, "-o", exe, os.path.join(PROGRAMS, "corpus.c"),
+            cmds.append([cc, "-g", *flags, "-o", exe, os.path.join(PROGRAMS, "corpus.c"),
                          "-ldl", "-lpthread"])
-            cmds.append(["gcc", "-g", *flags, "-shared", "-fPIC", "-o", exe + "-lib.so",
+            cmds.append([cc, "-g", *flags, "-shared", "-fPIC", "-o", exe + "-lib.so",
                          os.path.join(PROGRAMS, "corpus_lib.c")])
         else:
-            cmds.append(["g++", "-g", "-std=c++17", *flags, "-o", exe,
+            cmds.append([cc, "-g", "-std=c++17", *flags, "-o", exe,
                          os.path.join(PROGRAMS, "corpus.cpp")])
     with concurrent.futures.ThreadPoolExecutor(JOBS) as pool:
         for cmd, p in zip(cmds, pool.map(lambda c: subprocess.run(c, capture_output=True, text=True),
@@ -101,7 +107,7 @@ class Case:
 
 def cases(outdir, only=None):
     out = []
-    for variant, (lang, _) in VARIANTS.items():
+    for variant, (lang, _, _) in VARIANTS.items():
         for scenario in (C_SCENARIOS if lang == "c" else CPP_SCENARIOS):
             c = Case(variant, scenario, outdir)
             if only is None or re.search(only, c.id):
@@ -110,7 +116,8 @@ def cases(outdir, only=None):
 
 
 def _core_rlimit():
-    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    hard = resource.getrlimit(resource.RLIMIT_CORE)[1]
+    resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
 
 
 def run_case(case):

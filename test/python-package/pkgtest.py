@@ -2,6 +2,7 @@
 package from the source tree (PYTHONPATH=python), preloaded or not."""
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -38,7 +39,10 @@ def python_frames(thread):
 
 
 def faulthandler_current(stderr):
-    """The Python frames of faulthandler's 'Current thread' in stderr."""
+    """The Python frames of faulthandler's 'Current thread' in stderr (3.14
+    adds the thread's name: "Current thread 0x... [python3] (most ...")."""
+    stderr = re.sub(r"^(Current thread|Thread) (0x[0-9a-f]+) \[.*\] \(", r"\1 \2 (", stderr,
+                    flags=re.M)
     threads = [t for t in faulthandler_text.parse(stderr) if t[0]]
     assert threads, stderr
     return threads[0][1]

@@ -272,3 +272,31 @@ def test_after_import_torch_versions_are_recorded(tmp_path, mode):
     assert rep["annotations"]["torch.version"] == torch.__version__
     names = [f[2] for f in python_frames(fltest.crashed_thread(rep))]
     assert names[:3] == ["kernel", "step", "<module>"], names
+
+
+def test_thread_annotations_without_tls(tmp_path, mode):
+    # 600 threads each leave a key behind and exit: more than the 256 places
+    # of the table, so exited threads' places are reused; the crashing
+    # thread shows only its own key (none inherited from a dead thread that
+    # had the same id), and the main thread's stays in the process.
+    preload = loaded(mode)
+    r = run_py("""
+    import ctypes, threading, faultline
+    faultline.enable()
+    def worker(i):
+        assert faultline.thread_annotate("worker", str(i)) == 0
+    for i in range(600):
+        t = threading.Thread(target=worker, args=(i,))
+        t.start()
+        t.join()
+    faultline.thread_annotate("main", "yes")
+    def crasher():
+        faultline.thread_annotate("request", "r-1")
+        ctypes.c_int64.from_address(8).value
+    t = threading.Thread(target=crasher)
+    t.start()
+    t.join()
+    """, tmp_path, preload=preload)
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    rep = fltest.validate(r.report)
+    assert fltest.crashed_thread(rep)["annotations"] == {"request": "r-1"}
