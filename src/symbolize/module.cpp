@@ -166,6 +166,15 @@ AddressInfo Module::lookup(uint64_t address) {
   if (sym) {
     if (info.frames.empty()) info.frames.emplace_back();
     info.frames.back().function = internal::demangle(sym);
+  } else if (!info.frames.empty() && !info.function_from_scopes &&
+             info.frames.back().function.find('(') == std::string::npos) {
+    // A C function with several names (glibc: raise, gsignal, __GI_raise):
+    // the one the symbol tables prefer, as the raw report and a debugger's
+    // symbol lookup show it, when DWARF's name is one of them.
+    uint64_t start = 0;
+    const char* s = d.symbols.find(address, &start);
+    std::string& function = info.frames.back().function;
+    if (s && function != s && d.symbols.has_symbol_at(function, start)) function = s;
   } else if (info.function_from_scopes) {
     // DWARF had no linkage name for the real function: the symbol table's
     // name of the same function carries the parameter types and the

@@ -3,6 +3,7 @@
 #include <gelf.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/symbol_rank.h"
 
@@ -36,6 +37,12 @@ bool SymbolTable::add(Elf* elf) {
       continue;
     const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
     if (name == nullptr || *name == '\0') continue;
+    // A debug file's .symtab spells versioned symbols "clock_gettime@@GLIBC_2.17".
+    if (const char* at = std::strchr(name, '@')) {
+      if (at == name) continue;
+      unversioned_.emplace_back(name, static_cast<size_t>(at - name));
+      name = unversioned_.back().c_str();
+    }
     symbols_.push_back(
         {sym.st_value, sym.st_size, name, core::symbol_binding_rank(GELF_ST_BIND(sym.st_info))});
   }
@@ -43,11 +50,13 @@ bool SymbolTable::add(Elf* elf) {
 }
 
 void SymbolTable::finish() {
-  // By address; at one address the best-ranked (and then the sized) first.
-  std::sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) {
+  for (const Symbol& s : symbols_) by_name_.emplace(s.name, s.address);
+  // By address; at one address the best-ranked (and then the sized) first,
+  // and among equals the first in the table, as the crash path picks.
+  std::stable_sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) {
     if (a.address != b.address) return a.address < b.address;
     if (a.rank != b.rank) return a.rank > b.rank;
-    return a.size > b.size;
+    return (a.size != 0) > (b.size != 0);
   });
   symbols_.erase(
       std::unique(symbols_.begin(), symbols_.end(),
@@ -55,7 +64,14 @@ void SymbolTable::finish() {
       symbols_.end());
 }
 
-const char* SymbolTable::find(uint64_t address) const {
+bool SymbolTable::has_symbol_at(const std::string& name, uint64_t address) const {
+  auto range = by_name_.equal_range(name);
+  for (auto it = range.first; it != range.second; ++it)
+    if (it->second == address) return true;
+  return false;
+}
+
+const char* SymbolTable::find(uint64_t address, uint64_t* start) const {
   auto it = std::upper_bound(symbols_.begin(), symbols_.end(), address,
                              [](uint64_t a, const Symbol& s) { return a < s.address; });
   if (it == symbols_.begin()) return nullptr;
@@ -63,6 +79,7 @@ const char* SymbolTable::find(uint64_t address) const {
   // A sized symbol covers [address, address+size); an unsized one (some
   // assembly) covers up to the next symbol.
   if (s.size != 0 && address - s.address >= s.size) return nullptr;
+  if (start) *start = s.address;
   return s.name;
 }
 

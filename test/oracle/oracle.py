@@ -338,6 +338,8 @@ class Result:
         self.synthetic = []  # (case, name): gdb's tail-call frames, not on the stack
         self.raw_misses = []
         self.sym_misses = []
+        self.inconsistent = []  # the raw symbol and the symbolized function differ
+        self.real_frames = 0
         self.errors = []
         self.cases = 0
 
@@ -355,10 +357,13 @@ class Result:
                  f"names agreeing only as aliases of one address: {self.aliases}",
                  f"gaps (frames gdb shows, the report skips): {len(self.gaps)}",
                  f"extra frames (the report has, gdb not): {len(self.extra)}",
-                 f"gdb tail-call frames (not on the stack): {len(self.synthetic)}"]
+                 f"gdb tail-call frames (not on the stack): {len(self.synthetic)}",
+                 f"real frames whose raw and symbolized names differ: {len(self.inconsistent)} "
+                 f"of {self.real_frames}"]
         for title, items in (("errors", self.errors), ("gaps", self.gaps),
                              ("extra", self.extra), ("raw misses", self.raw_misses),
                              ("symbolized misses", self.sym_misses),
+                             ("raw and symbolized names differ", self.inconsistent),
                              ("tail-call frames", self.synthetic)):
             if items:
                 lines.append(f"-- {title}:")
@@ -400,6 +405,13 @@ def compare_case(case, res, aliases):
         rf, sf = raw[found], sym[found]
         module = rf.get("module")
         outer = g["names"][-1]
+        # One function, one name: the raw report and the symbolized one agree.
+        raw_name = names.get(rf.get("symbol"), rf.get("symbol"))
+        if raw_name and sf.get("function"):
+            res.real_frames += 1
+            if name_key(raw_name) != name_key(sf["function"]):
+                res.inconsistent.append(f"{case.id} #{gi}: raw {raw_name!r}, symbolized "
+                                        f"{sf['function']!r}")
         # The raw report names real frames only: its symbol against gdb's
         # name of the real function.
         if outer:

@@ -57,6 +57,11 @@ def test_no_frames_gdb_does_not_show(result):
     assert not result.extra, result.summary()
 
 
+def test_raw_and_symbolized_reports_name_a_function_the_same_way(result):
+    assert result.real_frames >= 1000, result.summary()
+    assert len(result.inconsistent) <= result.real_frames // 100, result.summary()
+
+
 def test_raw_report_names_agree_with_gdb(result):
     assert result.share("raw") >= RAW_MIN, result.summary()
 
