@@ -13,19 +13,27 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "core/annotations.h"
 #include "core/classify.h"
 #include "core/crash.h"
+#include "core/module_snapshot.h"
 #include "core/python.h"
 #include "core/raw_log.h"
 #include "core/safe_read.h"
 #include "core/sigaction_real.h"
 #include "core/signals.h"
 #include "core/str.h"
+#include "core/sys.h"
 #include "core/terminate.h"
+#include "core/thread_state.h"
 #include "core/threads.h"
 #include "core/torchelastic.h"
 #include "core/unwind.h"
+#include "core/unwind_cfi.h"
 #include "faultline/faultline.h"
+#include "install/late_load.h"
+#include "install/sigaction_hook.h"
+#include "install/terminate.h"
 #include "install/thread_stacks.h"
 
 #ifndef FAULTLINE_VERSION
@@ -77,10 +85,12 @@ void arm_dump_timer(int seconds, int signo) {
 // After fork: the child is a new process with its own pid (its reports get
 // their own names) and must not share the SafeReader's pipe with the parent.
 void atfork_child() {
-  g_crash.pid = static_cast<pid_t>(syscall(SYS_getpid));
+  g_crash.pid = sys_getpid();
   reset_ownership_after_fork();
   threads_reset_after_fork();
   safe_read_reset_after_fork();
+  thread_state_reset_after_fork();
+  thread_annotations_after_fork();
 }
 
 void reserve_fd() {
@@ -268,8 +278,26 @@ int faultline_install(const faultline_options* opts) {
   if (!g_crash.arena.init(opts->arena_bytes)) return -ENOMEM;
   safe_read_init();
   modules_init();
-  unwind_init();
-  python_init(nullptr);
+  unwind_init(faultline::install::libunwind_tls_is_static());
+  // The unwinder is not an option of the C API: a deployment switch.
+  if (const char* u = getenv("FAULTLINE_UNWINDER"); u && *u && !unwinder_choose(u))
+    warn_bad("FAULTLINE_UNWINDER", u, "expected cfi or libunwind");
+  module_snapshot_refresh();
+  {
+    // The interpreter is looked for in the snapshot just made, not in a
+    // second walk of the link map through the SafeReader.
+    Arena scratch{};
+    ModuleTable table = {};
+    CfiModules cfi = {};
+    table.capacity = 1024;
+    if (scratch.init(1u << 20) && (table.items = scratch.alloc_array<Module>(1024)) &&
+        module_snapshot_use(&table, &cfi, &scratch)) {
+      python_init(&table);
+    } else {
+      python_init(nullptr);
+    }
+    scratch.release();
+  }
   classify_init();
   torchelastic_init();
   open_report_dir(cfg, opts->report_dir);
@@ -287,7 +315,7 @@ int faultline_install(const faultline_options* opts) {
   int dump_signo = opts->dump_signal;
   if (opts->dump_after_seconds > 0 && dump_signo <= 0) dump_signo = SIGUSR2;
   cfg->dump_signal = dump_signo;
-  g_crash.pid = static_cast<pid_t>(syscall(SYS_getpid));
+  g_crash.pid = sys_getpid();
   static bool atfork_done = false;
   if (!atfork_done) atfork_done = pthread_atfork(nullptr, nullptr, atfork_child) == 0;
   reserve_fd();
@@ -355,7 +383,7 @@ int faultline_dump_now(void) {
   int before = dumps_written();
   if (g_dump_signo > 0) {
     // Delivered to this thread before tgkill returns.
-    syscall(SYS_tgkill, g_crash.pid, syscall(SYS_gettid), g_dump_signo);
+    syscall(SYS_tgkill, g_crash.pid, sys_gettid(), g_dump_signo);
   } else {
     siginfo_t si = {};
     si.si_signo = SIGUSR2;
