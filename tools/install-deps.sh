@@ -10,6 +10,7 @@ packages=(
   gdb clang-14 libclang-rt-14-dev llvm-14 clang-format binutils libbenchmark-dev
   python3 python3-dev python3-pytest python3-jsonschema python3-numpy python3-torch
   cmark-gfm hyperfine
+  debootstrap  # tools/torch-root: the Debian sid root with PyTorch 2.x (torch2 tests)
 )
 missing=()
 for p in "${packages[@]}"; do
