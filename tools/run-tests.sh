@@ -24,7 +24,8 @@ echo "== tests"
 (cd "$top/build" && ctest --output-on-failure -j"$jobs" --timeout 900)
 
 echo "== sanitizers (ASan+UBSan) on the offline code and its tests"
-cmake -S "$top" -B "$top/build-asan" -DCMAKE_BUILD_TYPE=Debug -DFAULTLINE_SANITIZE=ON
+cmake -S "$top" -B "$top/build-asan" -DCMAKE_BUILD_TYPE=Debug -DFAULTLINE_SANITIZE=ON \
+  -DFAULTLINE_WERROR=ON
 cmake --build "$top/build-asan" -j"$jobs"
 (cd "$top/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$jobs" \
    -L 'offline|cli|symbolize|torch' -LE torch2 --timeout 900)
@@ -36,6 +37,6 @@ cmake --build "$top/build-fuzz" -j"$jobs" --target symbolize_elf_fuzzer symboliz
   symbolize_fuzz_seed report_fuzz
 (cd "$top/build-fuzz" && ctest --output-on-failure -L fuzz --timeout 300)
 mkdir -p "$top/build-fuzz/corpus-report"
-"$top/build-fuzz/src/report/report_fuzz" -seed=1 -runs=20000 -timeout=10 \
+"$top/build-fuzz/fuzz/report_fuzz" -seed=1 -runs=20000 -timeout=10 \
   "$top/build-fuzz/corpus-report" "$top/fuzz/report_corpus" "$top/test/data"
 echo "fuzz: passed"

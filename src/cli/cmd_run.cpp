@@ -23,6 +23,7 @@
 
 #include "cli/commands.h"
 #include "cli/report_input.h"
+#include "cli/upload.h"
 #include "report/render.h"
 
 extern char** environ;
@@ -155,11 +156,16 @@ struct RunArgs {
   std::vector<std::string> env;
   std::string lib;
   bool quiet = false;
+  std::string upload;  // Sentry DSN, "" for none
 };
 
-void print_new_reports(const std::string& dir, const ReportListing& before, bool quiet) {
+// Prints the new reports in `dir`; returns their paths.
+std::vector<std::string> print_new_reports(const std::string& dir, const ReportListing& before,
+                                           bool quiet) {
+  std::vector<std::string> paths;
   for (const std::string& name : new_reports(before, list_reports(dir))) {
     std::string path = (fs::path(dir) / name).string();
+    paths.push_back(path);
     std::string what;
     try {
       report::Report r = report::load_report(path);
@@ -169,6 +175,7 @@ void print_new_reports(const std::string& dir, const ReportListing& before, bool
     }
     if (!quiet) fmt::print(stderr, "faultline: report {}\nfaultline:   {}\n", path, what);
   }
+  return paths;
 }
 
 int run_command(const RunArgs& a) {
@@ -272,7 +279,9 @@ int run_command(const RunArgs& a) {
     fmt::print(stderr, "faultline: cannot run {}: {}\n", a.command[0], std::strerror(exec_errno));
     return exec_errno == ENOENT ? 127 : 126;  // as shells do
   }
-  print_new_reports(dir, before, a.quiet);
+  std::vector<std::string> reports = print_new_reports(dir, before, a.quiet);
+  // The job's exit status stays the job's: a failed upload is spooled and said on stderr.
+  if (!a.upload.empty() && !reports.empty()) upload_after_run(a.upload, reports);
   if (WIFSIGNALED(wstatus)) {
     int sig = WTERMSIG(wstatus);
     if (!a.quiet) {
@@ -430,10 +439,19 @@ void add_run_command(CLI::App& app, int& status) {
   r->add_option("--lib", run->lib,
                 "the libfaultline.so to preload (default: found beside faultline)");
   r->add_flag("-q,--quiet", run->quiet, "do not print where reports are");
+  r->add_option("--upload", run->upload,
+                "after the command ends, send its new reports to Sentry at this DSN (see "
+                "`faultline upload`)");
   r->add_option("COMMAND", run->command, "the command and its arguments (after --)")->required();
   r->callback([run, &status] {
     if (!run->no_dump && parse_signal(run->dump_signal) == 0) {
       fmt::print(stderr, "faultline: unknown signal \"{}\"\n", run->dump_signal);
+      status = kExitUsage;
+      return;
+    }
+    std::string why;
+    if (!run->upload.empty() && !upload::parse_dsn(run->upload, &why)) {
+      fmt::print(stderr, "faultline: bad DSN: {}\n", why);
       status = kExitUsage;
       return;
     }

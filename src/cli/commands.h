@@ -14,5 +14,9 @@ void add_show_commands(CLI::App& app, int& status);      // cmd_show.cpp: show, 
 void add_triage_command(CLI::App& app, int& status);     // cmd_triage.cpp
 void add_validate_command(CLI::App& app, int& status);   // cmd_validate.cpp
 void add_run_command(CLI::App& app, int& status);        // cmd_run.cpp: run, dump
+void add_upload_commands(CLI::App& app, int& status);    // cmd_upload.cpp: upload, watch
+
+// Sends `reports` to Sentry as `faultline upload --dsn DSN` does; returns its exit status.
+int upload_after_run(const std::string& dsn, const std::vector<std::string>& reports);
 
 }  // namespace faultline::cli

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   faultline::cli::add_triage_command(app, status);
   faultline::cli::add_validate_command(app, status);
   faultline::cli::add_run_command(app, status);
+  faultline::cli::add_upload_commands(app, status);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -31,7 +31,7 @@ int annotation_set(const char* key, const char* value);
 int thread_annotation_set(const char* key, const char* value);
 void breadcrumb_add(const char* message);
 
-// Readers for the crash path: call fn for each entry.
+// Readers for the crash path: copy every entry into caller storage.
 struct AnnotationView {
   const char* key;
   const char* value;

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "core/arena.h"
-#include "core/capture.h"
+#include "core/frames.h"
 
 namespace faultline::core {
 

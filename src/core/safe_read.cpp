@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/fd_identity.h"
+#include "core/sys.h"
 
 namespace faultline::core {
 namespace {
@@ -24,8 +25,8 @@ constexpr size_t kPipeChunk = 4096;
 bool read_vm(void* dst, uintptr_t addr, size_t n, int* err) {
   struct iovec local = {dst, n};
   struct iovec remote = {reinterpret_cast<void*>(addr), n};
-  long got = syscall(SYS_process_vm_readv, static_cast<long>(syscall(SYS_getpid)), &local, 1UL,
-                     &remote, 1UL, 0UL);
+  long got = syscall(SYS_process_vm_readv, static_cast<long>(sys_getpid()), &local, 1UL, &remote,
+                     1UL, 0UL);
   if (got < 0) {
     *err = errno;
     return false;

@@ -11,7 +11,7 @@
 
 #include <ucontext.h>
 
-#include "core/capture.h"
+#include "core/frames.h"
 #include "core/modules.h"
 
 namespace faultline::core {

@@ -21,11 +21,14 @@
 #include "core/sigaction_real.h"
 #include "core/signals.h"
 #include "core/str.h"
+#include "core/sys.h"
 #include "core/terminate.h"
 #include "core/threads.h"
 #include "core/torchelastic.h"
 #include "core/unwind.h"
 #include "faultline/faultline.h"
+#include "install/sigaction_hook.h"
+#include "install/terminate.h"
 #include "install/thread_stacks.h"
 
 #ifndef FAULTLINE_VERSION
@@ -77,7 +80,7 @@ void arm_dump_timer(int seconds, int signo) {
 // After fork: the child is a new process with its own pid (its reports get
 // their own names) and must not share the SafeReader's pipe with the parent.
 void atfork_child() {
-  g_crash.pid = static_cast<pid_t>(syscall(SYS_getpid));
+  g_crash.pid = sys_getpid();
   reset_ownership_after_fork();
   threads_reset_after_fork();
   safe_read_reset_after_fork();
@@ -287,7 +290,7 @@ int faultline_install(const faultline_options* opts) {
   int dump_signo = opts->dump_signal;
   if (opts->dump_after_seconds > 0 && dump_signo <= 0) dump_signo = SIGUSR2;
   cfg->dump_signal = dump_signo;
-  g_crash.pid = static_cast<pid_t>(syscall(SYS_getpid));
+  g_crash.pid = sys_getpid();
   static bool atfork_done = false;
   if (!atfork_done) atfork_done = pthread_atfork(nullptr, nullptr, atfork_child) == 0;
   reserve_fd();
@@ -355,7 +358,7 @@ int faultline_dump_now(void) {
   int before = dumps_written();
   if (g_dump_signo > 0) {
     // Delivered to this thread before tgkill returns.
-    syscall(SYS_tgkill, g_crash.pid, syscall(SYS_gettid), g_dump_signo);
+    syscall(SYS_tgkill, g_crash.pid, sys_gettid(), g_dump_signo);
   } else {
     siginfo_t si = {};
     si.si_signo = SIGUSR2;

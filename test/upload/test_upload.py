@@ -1,0 +1,216 @@
+"""faultline upload / watch / run --upload against a local stand-in for Sentry
+(127.0.0.1 only; see fake_sentry.py): envelope framing, headers, item types,
+the event's shape, retries, the spool, and never a duplicate."""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.environ.get("FAULTLINE_SOURCE", os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(SOURCE, "test", "lib"))
+from fake_sentry import FakeSentry  # noqa: E402
+import fltest  # noqa: E402
+
+CLI = fltest.CLI
+DATA = os.path.join(SOURCE, "test", "data")
+HEX32 = re.compile(r"^[0-9a-f]{32}$")
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+@pytest.fixture
+def server():
+    s = FakeSentry()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def reports():
+    """A report directory with two real reports, one with a (stand-in) minidump beside it."""
+    d = tempfile.mkdtemp(prefix="faultline-upload-")
+    for name in ("real-native-segv.json", "real-threads.json"):
+        shutil.copy(os.path.join(DATA, name), os.path.join(d, "faultline-" + name))
+    with open(os.path.join(d, "faultline-real-native-segv.dmp"), "wb") as f:
+        f.write(b"MDMP\x93\xa7\x00\x00" + bytes(56))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def upload(*args, timeout=60):
+    return subprocess.run([CLI, "upload", "--backoff", "0.05", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def check_event(event, envelope_header):
+    """What Sentry's event schema requires of the fields the event uses."""
+    assert HEX32.match(event["event_id"]) and event["event_id"] == envelope_header["event_id"]
+    assert event["platform"] == "native" and event["level"] in ("fatal", "error", "warning", "info")
+    assert isinstance(event["timestamp"], (str, int, float))
+    exc = event["exception"]["values"]
+    assert exc and all(isinstance(e["type"], str) and e["mechanism"]["type"] for e in exc)
+    for e in exc:
+        for fr in e.get("stacktrace", {}).get("frames", []):
+            assert re.match(r"^0x[0-9a-f]+$", fr.get("instruction_addr", "0x0"))
+    for img in event["debug_meta"]["images"]:
+        assert img["type"] == "elf" and re.match(r"^0x[0-9a-f]+$", img["image_addr"])
+        if img.get("debug_id"):
+            assert UUID.match(img["debug_id"])
+
+
+def test_one_envelope_per_report_with_items(server, reports):
+    paths = sorted(os.path.join(reports, n) for n in os.listdir(reports) if n.endswith(".json"))
+    p = upload("--dsn", server.dsn, *paths)
+    assert p.returncode == 0, p.stderr
+    assert server.errors == []
+    assert len(server.envelopes) == 2
+    by_file = {}
+    for env in server.envelopes:
+        check_event(env.event, env.header)
+        assert "sentry_client=faultline/" in env.headers["X-Sentry-Auth"]
+        (h, payload), = env.of_type("attachment", "event.attachment")
+        assert h["content_type"] == "application/json"
+        by_file[h["filename"]] = env
+        # The attached report is the file, byte for byte.
+        with open(os.path.join(reports, h["filename"]), "rb") as f:
+            assert f.read() == payload
+    segv = by_file["faultline-real-native-segv.json"]
+    (h, payload), = segv.of_type("attachment", "event.minidump")
+    assert h["filename"] == "faultline-real-native-segv.dmp" and payload.startswith(b"MDMP")
+    assert by_file["faultline-real-threads.json"].of_type("attachment", "event.minidump") == []
+    # Sent markers are in the spool; a second upload sends nothing.
+    spool = os.path.join(reports, ".faultline-spool")
+    assert sorted(os.listdir(spool)) == ["faultline-real-native-segv.sent", "faultline-real-threads.sent"]
+    p = upload("--dsn", server.dsn, *paths)
+    assert p.returncode == 0 and "sent already" in p.stderr
+    assert len(server.envelopes) == 2 and server.requests == 2
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_server_down_spools_then_sends_once(reports):
+    port = free_port()
+    dsn = "http://publickey@127.0.0.1:%d/42" % port
+    path = os.path.join(reports, "faultline-real-native-segv.json")
+    p = upload("--retries", "2", "--dsn", dsn, path)
+    assert p.returncode == 1
+    assert "retrying" in p.stderr and "kept in" in p.stderr
+    spool = os.path.join(reports, ".faultline-spool")
+    assert os.listdir(spool) == ["faultline-real-native-segv.envelope"]
+    server = FakeSentry(port=port)
+    try:
+        # Another report's upload sends what was spooled first, then its own.
+        other = os.path.join(reports, "faultline-real-threads.json")
+        p = upload("--dsn", dsn, other)
+        assert p.returncode == 0, p.stderr
+        assert len(server.envelopes) == 2 and server.errors == []
+        names = [env.of_type("attachment", "event.attachment")[0][0]["filename"] for env in server.envelopes]
+        assert names == ["faultline-real-native-segv.json", "faultline-real-threads.json"]
+        assert upload("--dsn", dsn, path, other).returncode == 0
+        assert len(server.envelopes) == 2 and server.requests == 2
+    finally:
+        server.close()
+
+
+def test_retries_on_server_errors_then_sends(server, reports):
+    server.fail_with = [503, 429]
+    path = os.path.join(reports, "faultline-real-native-segv.json")
+    p = upload("--dsn", server.dsn, path)
+    assert p.returncode == 0, p.stderr
+    assert server.requests == 3 and len(server.envelopes) == 1
+    assert p.stderr.count("retrying") == 2
+
+
+def test_refused_report_is_not_retried(server, reports):
+    server.fail_with = [400]
+    path = os.path.join(reports, "faultline-real-native-segv.json")
+    p = upload("--dsn", server.dsn, path)
+    assert p.returncode == 1 and "refused" in p.stderr
+    assert upload("--dsn", server.dsn, path).returncode == 1
+    assert server.requests == 1 and server.envelopes == []
+    assert os.path.exists(os.path.join(reports, ".faultline-spool", "faultline-real-native-segv.rejected"))
+
+
+@pytest.mark.parametrize("dsn", ["nonsense", "ftp://k@h/1", "http://127.0.0.1:9/1", "http://k@127.0.0.1:9/",
+                                 "http://k@127.0.0.1:9/a b"])
+def test_bad_dsn_is_a_usage_error(reports, dsn):
+    p = upload("--dsn", dsn, os.path.join(reports, "faultline-real-native-segv.json"))
+    assert p.returncode == 2 and "bad DSN" in p.stderr
+    assert not os.path.exists(os.path.join(reports, ".faultline-spool"))
+
+
+def test_bad_report_is_an_error_not_a_crash(server, reports):
+    bad = os.path.join(reports, "faultline-broken.json")
+    with open(bad, "w") as f:
+        f.write('{"schema": "faultline/1", "kind": ')
+    p = upload("--dsn", server.dsn, bad, os.path.join(reports, "faultline-real-threads.json"))
+    assert p.returncode == 1 and "faultline-broken.json" in p.stderr
+    assert len(server.envelopes) == 1  # the good one still went
+
+
+def test_watch_sends_reports_as_they_appear(server, reports):
+    p = subprocess.Popen([CLI, "watch", reports, "--dsn", server.dsn, "--backoff", "0.05",
+                          "--retry-interval", "0.5"], stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(server.envelopes) == 2)  # the two already there
+        # A crash report appears the way the library writes it: temporary name, then rename.
+        tmp = os.path.join(reports, ".faultline-new.json.tmp")
+        shutil.copy(os.path.join(DATA, "real-python-segv.json"), tmp)
+        os.rename(tmp, os.path.join(reports, "faultline-new.json"))
+        wait_for(lambda: len(server.envelopes) == 3)
+        # Server down for a while: the next one is spooled and sent when it is back.
+        server.fail_with = [503] * 8
+        shutil.copy(os.path.join(DATA, "real-terminate.json"), os.path.join(reports, "faultline-late.json"))
+        wait_for(lambda: len(server.envelopes) == 4, timeout=60)
+        time.sleep(1.5)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert server.errors == []
+    names = [env.of_type("attachment", "event.attachment")[0][0]["filename"] for env in server.envelopes]
+    assert sorted(names) == sorted(set(names)), names  # no duplicate
+
+
+def wait_for(cond, timeout=30):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def test_run_upload_sends_the_crash_report(server):
+    d = tempfile.mkdtemp(prefix="faultline-upload-run-")
+    try:
+        p = subprocess.run([CLI, "run", "--dir", d, "--upload", server.dsn, "--",
+                            fltest.program("crasher"), "null-read"], capture_output=True, text=True, timeout=120)
+        assert p.returncode == -signal.SIGSEGV or p.returncode == 128 + signal.SIGSEGV, p.stderr
+        assert len(server.envelopes) == 1, p.stderr
+        env = server.envelopes[0]
+        check_event(env.event, env.header)
+        assert env.event["exception"]["values"][0]["mechanism"]["meta"]["signal"]["number"] == signal.SIGSEGV
+        (h, payload), = env.of_type("attachment", "event.attachment")
+        report = json.loads(payload)
+        assert report["kind"] == "crash" and h["filename"].startswith("faultline-")
+        if report.get("minidump"):
+            (mh, dump), = env.of_type("attachment", "event.minidump")
+            assert mh["filename"] == report["minidump"] and dump.startswith(b"MDMP")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
