@@ -104,7 +104,9 @@ FAULTLINE_API int faultline_installed(void);
 FAULTLINE_API int faultline_annotate(const char* key, const char* value);
 
 /* Thread-scoped crash key (up to 8 per thread, values up to 255 bytes): shown
- * in the crashing thread's "annotations", e.g. the request a worker serves. */
+ * in the crashing thread's "annotations", e.g. the request a worker serves.
+ * Up to 256 live threads can have set keys (-ENOSPC beyond); a thread that
+ * has exited frees its place. */
 FAULTLINE_API int faultline_thread_annotate(const char* key, const char* value);
 
 /* Appends a breadcrumb (up to 255 bytes) to a ring of the last 64; the

@@ -7,11 +7,13 @@
 #include "core/crash.h"
 #include "core/diagnosis.h"
 #include "core/elf_symbols.h"
+#include "core/module_snapshot.h"
 #include "core/safe_read.h"
 #include "core/str.h"
 #include "core/sys.h"
 #include "core/threads.h"
 #include "core/unwind.h"
+#include "core/unwind_cfi.h"
 
 namespace faultline::core {
 namespace {
@@ -131,7 +133,16 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
     c->errors.add("arena: too small for the module table");
     return;
   }
-  run_phase(Phase::kModules, c, [&] { collect_modules(&c->modules, arena, &c->errors); });
+  // The snapshot made outside the signal path when it is still current,
+  // else the link map read now. Either way, the CFI unwinder's module list.
+  run_phase(Phase::kModules, c, [&] {
+    CfiModules cfi = {nullptr, 0};
+    if (!module_snapshot_use(&c->modules, &cfi, arena)) {
+      collect_modules(&c->modules, arena, &c->errors);
+      cfi_modules_from_table(c->modules, &cfi, arena);
+    }
+    unwind_cfi_set_modules(cfi);
+  });
 
   ThreadCapture* t = &c->threads[0];
   c->nthreads = 1;

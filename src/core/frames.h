@@ -48,7 +48,14 @@ struct PyFrame {
   uintptr_t entry_shim;
 };
 
-enum class Unwinder : uint8_t { kNone, kLibunwind, kFramePointer, kLibunwindThenFp };
+enum class Unwinder : uint8_t {
+  kNone,
+  kLibunwind,
+  kFramePointer,
+  kLibunwindThenFp,
+  kCfi,              // the own CFI unwinder, to the end
+  kCfiThenLibunwind  // the CFI unwinder, then libunwind where it stopped
+};
 
 struct ThreadCapture {
   pid_t tid;

@@ -42,8 +42,6 @@ TerminateInfo g_terminate;  // filled by the terminate handler (src/install/term
 FAULTLINE_CONSTINIT HandlerState g_handler;
 // Set while a capture phase runs: a fault inside it jumps back to the
 // phase runner, which records the phase as failed and goes on with the next one.
-__thread sigjmp_buf t_recover __attribute__((tls_model("initial-exec")));
-__thread volatile int t_recover_armed __attribute__((tls_model("initial-exec")));
 
 // Crashes of other threads that arrived while the report was being made.
 SecondaryCrash g_secondary[kMaxSecondary];
@@ -158,11 +156,12 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   }
   pid_t self = sys_gettid();
   bool from_kernel = !signal_sent_by_process(info->si_code);
-  if (from_kernel && t_recover_armed) {
+  ThreadState* state = from_kernel ? thread_state_find() : nullptr;
+  if (state && state->recover_armed) {
     // A fault inside one of our own steps on this thread (the owner's
     // capture, a thread unwinding itself, the watchdog's writer).
-    t_recover_armed = 0;
-    siglongjmp(t_recover, 1);
+    state->recover_armed = 0;
+    siglongjmp(state->recover, 1);
   }
   pid_t owner = g_handler.owner.load(std::memory_order_acquire);
   if ((owner & ~kDumpBit) == self) {

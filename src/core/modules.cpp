@@ -56,6 +56,10 @@ void read_image(Module* m, uintptr_t phdr, size_t phnum) {
 
 }  // namespace
 
+const char* modules_exe_path() {
+  return g_exe_path;
+}
+
 void modules_init() {
   long n = readlink("/proc/self/exe", g_exe_path, sizeof g_exe_path - 1);
   g_exe_path[n > 0 ? n : 0] = '\0';

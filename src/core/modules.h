@@ -25,5 +25,7 @@ int find_module(const ModuleTable& table, uintptr_t pc);
 
 // Install-time: remembers the main executable's path (the link map names it "").
 void modules_init();
+// The main executable's path found by modules_init.
+const char* modules_exe_path();
 
 }  // namespace faultline::core

@@ -31,6 +31,10 @@ const char* unwinder_name(Unwinder u) {
       return "frame-pointer";
     case Unwinder::kLibunwindThenFp:
       return "libunwind+frame-pointer";
+    case Unwinder::kCfi:
+      return "cfi";
+    case Unwinder::kCfiThenLibunwind:
+      return "cfi+libunwind";
     case Unwinder::kNone:
       break;
   }

@@ -13,8 +13,10 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "core/annotations.h"
 #include "core/classify.h"
 #include "core/crash.h"
+#include "core/module_snapshot.h"
 #include "core/python.h"
 #include "core/raw_log.h"
 #include "core/safe_read.h"
@@ -23,10 +25,13 @@
 #include "core/str.h"
 #include "core/sys.h"
 #include "core/terminate.h"
+#include "core/thread_state.h"
 #include "core/threads.h"
 #include "core/torchelastic.h"
 #include "core/unwind.h"
+#include "core/unwind_cfi.h"
 #include "faultline/faultline.h"
+#include "install/late_load.h"
 #include "install/sigaction_hook.h"
 #include "install/terminate.h"
 #include "install/thread_stacks.h"
@@ -84,6 +89,8 @@ void atfork_child() {
   reset_ownership_after_fork();
   threads_reset_after_fork();
   safe_read_reset_after_fork();
+  thread_state_reset_after_fork();
+  thread_annotations_after_fork();
 }
 
 void reserve_fd() {
@@ -271,7 +278,11 @@ int faultline_install(const faultline_options* opts) {
   if (!g_crash.arena.init(opts->arena_bytes)) return -ENOMEM;
   safe_read_init();
   modules_init();
-  unwind_init();
+  unwind_init(faultline::install::libunwind_tls_is_static());
+  // The unwinder is not an option of the C API: a deployment switch.
+  if (const char* u = getenv("FAULTLINE_UNWINDER"); u && *u && !unwinder_choose(u))
+    warn_bad("FAULTLINE_UNWINDER", u, "expected cfi or libunwind");
+  module_snapshot_refresh();
   python_init(nullptr);
   classify_init();
   torchelastic_init();

@@ -4,19 +4,10 @@
 
 #include <algorithm>
 
+#include "core/symbol_rank.h"
+
 namespace faultline::symbolize::internal {
 namespace {
-
-int binding_rank(int bind) {
-  switch (bind) {
-    case STB_GLOBAL:
-      return 3;
-    case STB_WEAK:
-      return 2;
-    default:
-      return 1;
-  }
-}
 
 Elf_Scn* find_section(Elf* elf, Elf64_Word type) {
   for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
@@ -45,7 +36,8 @@ bool SymbolTable::add(Elf* elf) {
       continue;
     const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
     if (name == nullptr || *name == '\0') continue;
-    symbols_.push_back({sym.st_value, sym.st_size, name, binding_rank(GELF_ST_BIND(sym.st_info))});
+    symbols_.push_back(
+        {sym.st_value, sym.st_size, name, core::symbol_binding_rank(GELF_ST_BIND(sym.st_info))});
   }
   return true;
 }
@@ -72,6 +64,12 @@ const char* SymbolTable::find(uint64_t address) const {
   // assembly) covers up to the next symbol.
   if (s.size != 0 && address - s.address >= s.size) return nullptr;
   return s.name;
+}
+
+const char* SymbolTable::starting_at(uint64_t address) const {
+  auto it = std::lower_bound(symbols_.begin(), symbols_.end(), address,
+                             [](const Symbol& s, uint64_t a) { return s.address < a; });
+  return it != symbols_.end() && it->address == address ? it->name : nullptr;
 }
 
 }  // namespace faultline::symbolize::internal

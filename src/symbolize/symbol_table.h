@@ -19,6 +19,8 @@ class SymbolTable {
   void finish();
   // The symbol covering `address`, or null.
   const char* find(uint64_t address) const;
+  // The symbol that starts exactly at `address`, or null.
+  const char* starting_at(uint64_t address) const;
   bool empty() const { return symbols_.empty(); }
 
  private:

@@ -1,0 +1,40 @@
+// A snapshot of the loaded modules, made outside the signal path (at install
+// and after each dlopen/dlclose), so the crash handler does not read ~200
+// modules' program headers and build-id notes at crash time.
+//
+// The snapshot is taken under the loader's lock (inside dl_iterate_phdr) and
+// records the link-map node of every module. Two buffers: a refresh writes
+// the one the handler is not reading and publishes it with an atomic store.
+// At crash time the handler checks that the link map still has exactly the
+// recorded nodes (one process_vm_readv of all of them, through the
+// SafeReader's checks) and only then uses it; otherwise it walks the link map
+// as before.
+#pragma once
+
+#include "core/arena.h"
+#include "core/capture.h"
+#include "core/cfi_unwind.h"
+#include "core/modules.h"
+
+namespace faultline::core {
+
+// Install time and after dlopen/dlclose (not signal-safe: takes the
+// loader's lock through dl_iterate_phdr, and a mutex). Cheap when nothing
+// changed: modules already known are reused.
+void module_snapshot_refresh();
+
+// Crash time (async-signal-safe). When the snapshot is current, fills
+// `table` (capacity preset; paths copied into the arena) and `cfi` (sorted,
+// in the arena) and returns true. Otherwise returns false and leaves both
+// for the crash-time walk.
+bool module_snapshot_use(ModuleTable* table, CfiModules* cfi, Arena* arena);
+
+// Crash time: the unwinder's module list from a table read at crash time
+// (reads each module's program headers for PT_GNU_EH_FRAME through the
+// SafeReader). Async-signal-safe.
+bool cfi_modules_from_table(const ModuleTable& table, CfiModules* cfi, Arena* arena);
+
+// How many modules the published snapshot holds (tests, benchmarks).
+int module_snapshot_count();
+
+}  // namespace faultline::core

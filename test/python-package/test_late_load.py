@@ -1,0 +1,121 @@
+"""libfaultline.so loaded late — by faultline.enable() through ctypes, after
+the interpreter started (and after numpy and torch loaded their libraries,
+where torch exists) — in every interpreter here: Debian's 3.11, pyenv's
+3.9-3.13 and the Debian sid root's 3.14. Each crash's report must equal the
+preloaded run's (the crashing thread's Python frames and innermost native
+frame), and its Python frames must equal CPython's faulthandler's, enabled
+in the same process."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from pkgtest import PYTHONPATH, faulthandler_current, fltest, python_frames
+
+sys.path.insert(0, os.path.join(fltest.SOURCE, "test", "python"))
+import pyenvs  # noqa: E402
+
+SID_ROOT = os.environ.get("FAULTLINE_TORCH_ROOT", "/var/cache/faultline/sid-root")
+WITH_TORCH = {"debian-3.11", "sid-3.14"}
+
+CRASH = """
+import ctypes, sys
+if "--torch" in sys.argv:
+    import numpy, torch
+import faultline
+faultline.enable(report_dir=sys.argv[1])
+def kernel():
+    return ctypes.c_int64.from_address(8).value
+def step():
+    return kernel()
+step()
+"""
+
+
+def interpreters():
+    out = [pytest.param(p, id=i) for i, p in pyenvs.interpreters()]
+    out.append(pytest.param("sid", id="sid-3.14"))
+    return out
+
+
+def run(python, tmp_path, preload, torch):
+    """Runs the crash; the late run with faulthandler enabled too (before
+    faultline, which then hands the signal on to it). Returns (run, report)."""
+    reports = tmp_path / ("pre" if preload else "late")
+    reports.mkdir()
+    script = tmp_path / "crash.py"
+    script.write_text(CRASH)
+    args = ([] if preload else ["-X", "faulthandler"]) + [str(script), str(reports)]
+    args += ["--torch"] if torch else []
+    env = {"PYTHONPATH": PYTHONPATH, "FAULTLINE_LIB": fltest.LIB, "FAULTLINE_STDERR": "0"}
+    if python != "sid":
+        r = fltest.run([python, *args], preload=preload, env=env, report_dir=str(reports),
+                       timeout=300)
+    else:
+        r = run_in_sid(args, env, preload, tmp_path, reports)
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    (path,) = reports.glob("faultline-*.json")
+    return r, fltest.validate(json.loads(path.read_text()))
+
+
+def run_in_sid(args, env, preload, tmp_path, reports):
+    """The sid root's python3 in a private mount namespace (nothing is
+    mounted on the host): /proc, /dev, a tmpfs /tmp, and this checkout's
+    build and package bound read-only, the report folder writable."""
+    if not os.path.exists(os.path.join(SID_ROOT, ".faultline-root-complete")):
+        if os.environ.get("FAULTLINE_PY_ALLOW_MISSING") == "1":
+            pytest.skip(f"no sid root at {SID_ROOT}")
+        pytest.fail(f"no sid root at {SID_ROOT} (FAULTLINE_PY_ALLOW_MISSING=1 skips)")
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare")
+    libdir = os.path.dirname(os.path.realpath(fltest.LIB))
+    binds = [(libdir, "/tmp/fl/lib", "ro"), (PYTHONPATH, "/tmp/fl/python", "ro"),
+             (str(tmp_path), "/tmp/fl/work", "rw")]
+    inner = {**env, "PYTHONPATH": "/tmp/fl/python", "FAULTLINE_LIB": "/tmp/fl/lib/libfaultline.so",
+             "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
+    if preload:
+        inner["LD_PRELOAD"] = inner["FAULTLINE_LIB"]
+    argv = [a.replace(str(tmp_path), "/tmp/fl/work") for a in args]
+    script = ["set -e", "mount --make-rprivate /", f"mount -t proc proc {SID_ROOT}/proc",
+              f"mount --rbind /dev {SID_ROOT}/dev", f"mount -t tmpfs -o mode=1777 tmpfs {SID_ROOT}/tmp"]
+    for src, dst, mode in binds:
+        script += [f"mkdir -p {SID_ROOT}{dst}", f"mount --bind {src} {SID_ROOT}{dst}"]
+        if mode == "ro":
+            script.append(f"mount -o remount,bind,ro {SID_ROOT}{dst}")
+    envs = " ".join(f"{k}={v}" for k, v in inner.items())
+    script.append(f"exec chroot {SID_ROOT} /usr/bin/env -i {envs} /usr/bin/python3 "
+                  + " ".join(argv))
+    p = subprocess.run(["unshare", "-m", "sh", "-c", "\n".join(script)], capture_output=True,
+                       text=True, timeout=600)
+    # The shell execs chroot, which execs python: its status is the job's.
+    return fltest.Run(p.returncode, p.stdout, p.stderr, [], str(reports))
+
+
+def innermost_native(thread):
+    f = next(f for f in thread["frames"] if f["kind"] == "native")
+    return os.path.basename(f.get("module", "")), f.get("symbol"), f.get("module_offset")
+
+
+@pytest.mark.parametrize("python", interpreters())
+def test_late_load_reports_like_preload(python, tmp_path, request):
+    if python != "sid":
+        pyenvs.require(python)
+    torch = request.node.callspec.id in WITH_TORCH
+    late_run, late = run(python, tmp_path, preload=False, torch=torch)
+    _, pre = run(python, tmp_path, preload=True, torch=torch)
+    lt, pt = fltest.crashed_thread(late), fltest.crashed_thread(pre)
+    # The Python frames are faulthandler's, in the same process.
+    assert python_frames(lt) == faulthandler_current(late_run.stderr)
+    assert [f[2] for f in python_frames(lt)][:3] == ["kernel", "step", "<module>"]
+    # And the same as a preloaded run's.
+    assert python_frames(lt) == python_frames(pt)
+    assert innermost_native(lt) == innermost_native(pt)
+    assert lt["interleaved"] == pt["interleaved"]
+    assert late["threads_total"] == pre["threads_total"]
+    assert late["python"]["version"] == pre["python"]["version"]
+    if torch:
+        assert late["annotations"]["torch.version"] == pre["annotations"]["torch.version"]
