@@ -121,6 +121,9 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
   }
   c->pid = sys_getpid();
   c->tid = sys_gettid();
+  // One getpid for every read of the capture, not one per read. It stays
+  // pinned to this process afterwards (a fork child unpins it).
+  safe_read_pin_pid(c->pid);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   c->time_sec = ts.tv_sec;

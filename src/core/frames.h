@@ -22,6 +22,7 @@ struct Module {
   uint8_t build_id_len;
   bool is_main;
   bool is_vdso;
+  uintptr_t eh_frame_hdr;  // runtime address of .eh_frame_hdr, 0 if none
 };
 
 struct NativeFrame {

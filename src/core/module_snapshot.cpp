@@ -124,6 +124,25 @@ bool module_snapshot_use(ModuleTable* table, CfiModules* cfi, Arena* arena) {
   return ok;
 }
 
+bool module_snapshot_known(uintptr_t node, uintptr_t l_addr, uintptr_t l_name, Module* out) {
+  __atomic_fetch_add(&snapshot::g_readers, 1, __ATOMIC_SEQ_CST);
+  int idx = __atomic_load_n(&snapshot::g_published, __ATOMIC_SEQ_CST);
+  bool found = false;
+  if (idx == 0 || idx == 1) {
+    const Buffer& b = snapshot::g_buffers[idx];
+    for (int i = 0; i < b.count && !found; ++i) {
+      const snapshot::Entry& e = b.entries[i];
+      if (e.node == node && e.l_addr == l_addr && e.l_name == l_name && e.listed) {
+        *out = e.info;
+        out->eh_frame_hdr = e.cfi.eh_frame_hdr;
+        found = true;
+      }
+    }
+  }
+  __atomic_fetch_sub(&snapshot::g_readers, 1, __ATOMIC_SEQ_CST);
+  return found;
+}
+
 bool cfi_modules_from_table(const ModuleTable& table, CfiModules* cfi, Arena* arena) {
   CfiModule* out = arena->alloc_array<CfiModule>(static_cast<size_t>(table.count));
   cfi->items = out;
@@ -133,27 +152,13 @@ bool cfi_modules_from_table(const ModuleTable& table, CfiModules* cfi, Arena* ar
   for (int i = 0; i < table.count; ++i) {
     const Module& m = table.items[i];
     if (m.end <= m.base) continue;
-    uintptr_t hdr = 0;
-    // The program headers: the executable's are in auxv, a library's
-    // follow its ELF header at its lowest address.
-    ElfW(Ehdr) eh;
-    if (safe_read_obj(&eh, m.base) && eh.e_ident[0] == ELFMAG0 && eh.e_ident[1] == ELFMAG1 &&
-        eh.e_phentsize == sizeof(ElfW(Phdr)) && eh.e_phnum < 256) {
-      ElfW(Phdr) ph[64];
-      size_t count = eh.e_phnum < 64 ? eh.e_phnum : 64;
-      if (safe_read(ph, m.base + eh.e_phoff, count * sizeof(ElfW(Phdr)))) {
-        for (size_t k = 0; k < count; ++k) {
-          if (ph[k].p_type == PT_GNU_EH_FRAME) hdr = m.bias + ph[k].p_vaddr;
-        }
-      }
-    }
     // Insertion sort by start address: a few hundred modules at most.
     int j = n++;
     while (j > 0 && out[j - 1].lo > m.base) {
       out[j] = out[j - 1];
       --j;
     }
-    out[j] = {m.base, m.end, hdr, nullptr, 0, 0, 0};
+    out[j] = {m.base, m.end, m.eh_frame_hdr, nullptr, 0, 0, 0};
   }
   cfi->count = n;
   return true;

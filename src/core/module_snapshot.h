@@ -34,6 +34,11 @@ bool module_snapshot_use(ModuleTable* table, CfiModules* cfi, Arena* arena);
 // SafeReader). Async-signal-safe.
 bool cfi_modules_from_table(const ModuleTable& table, CfiModules* cfi, Arena* arena);
 
+// Crash time: if the published snapshot has the link-map node `node` with
+// this bias and name pointer, copies its module into *out (path pointing
+// into the snapshot: copy it) and returns true. Async-signal-safe.
+bool module_snapshot_known(uintptr_t node, uintptr_t l_addr, uintptr_t l_name, Module* out);
+
 // How many modules the published snapshot holds (tests, benchmarks).
 int module_snapshot_count();
 

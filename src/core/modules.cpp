@@ -5,6 +5,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
+#include "core/module_snapshot.h"
 #include "core/safe_read.h"
 #include "core/str.h"
 
@@ -16,36 +17,45 @@ uintptr_t g_exe_phdr = 0;
 size_t g_exe_phnum = 0;
 uintptr_t g_vdso = 0;
 
-// A module's image: its program headers are at phdr (runtime address).
-void read_image(Module* m, uintptr_t phdr, size_t phnum) {
-  uintptr_t lo = UINTPTR_MAX, hi = 0;
-  if (phnum > 256) phnum = 256;
-  for (size_t i = 0; i < phnum; ++i) {
-    ElfW(Phdr) ph;
-    if (!safe_read_obj(&ph, phdr + i * sizeof ph)) return;
-    if (ph.p_type == PT_LOAD) {
-      if (ph.p_vaddr < lo) lo = ph.p_vaddr;
-      if (ph.p_vaddr + ph.p_memsz > hi) hi = ph.p_vaddr + ph.p_memsz;
-    } else if (ph.p_type == PT_NOTE && m->build_id_len == 0) {
-      // Notes: {namesz, descsz, type} name (4-aligned) desc (4-aligned).
-      uintptr_t p = m->bias + ph.p_vaddr;
-      uintptr_t end = p + ph.p_memsz;
-      while (p + sizeof(ElfW(Nhdr)) <= end) {
-        ElfW(Nhdr) nh;
-        if (!safe_read_obj(&nh, p)) break;
-        uintptr_t name = p + sizeof nh;
-        uintptr_t desc = name + ((nh.n_namesz + 3) & ~3u);
-        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 &&
-            nh.n_descsz <= sizeof m->build_id) {
-          char gnu[4];
-          if (safe_read(gnu, name, 4) && str_eq(gnu, "GNU") &&
-              safe_read(m->build_id, desc, nh.n_descsz)) {
-            m->build_id_len = static_cast<uint8_t>(nh.n_descsz);
-          }
-          break;
-        }
-        p = desc + ((nh.n_descsz + 3) & ~3u);
+// The build-id note among the notes at [p, p + size), read in one go.
+void read_build_id(Module* m, uintptr_t p, size_t size) {
+  uint8_t notes[512];
+  if (size > sizeof notes) size = sizeof notes;  // the build-id note comes first in practice
+  if (!safe_read(notes, p, size)) return;
+  // Notes: {namesz, descsz, type} name (4-aligned) desc (4-aligned).
+  for (size_t off = 0; off + sizeof(ElfW(Nhdr)) <= size;) {
+    ElfW(Nhdr) nh;
+    __builtin_memcpy(&nh, notes + off, sizeof nh);
+    size_t name = off + sizeof nh;
+    size_t desc = name + ((nh.n_namesz + 3) & ~3u);
+    if (desc < name || desc > size) return;
+    if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 &&
+        nh.n_descsz <= sizeof m->build_id && desc + nh.n_descsz <= size) {
+      if (__builtin_memcmp(notes + name, "GNU", 4) == 0) {
+        __builtin_memcpy(m->build_id, notes + desc, nh.n_descsz);
+        m->build_id_len = static_cast<uint8_t>(nh.n_descsz);
       }
+      return;
+    }
+    off = desc + ((nh.n_descsz + 3) & ~3u);
+  }
+}
+
+// A module's image: its program headers are at phdr (runtime address),
+// read in one go.
+void read_image(Module* m, uintptr_t phdr, size_t phnum) {
+  ElfW(Phdr) ph[64];
+  if (phnum > 64) phnum = 64;
+  if (!safe_read(ph, phdr, phnum * sizeof ph[0])) return;
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (size_t i = 0; i < phnum; ++i) {
+    if (ph[i].p_type == PT_LOAD) {
+      if (ph[i].p_vaddr < lo) lo = ph[i].p_vaddr;
+      if (ph[i].p_vaddr + ph[i].p_memsz > hi) hi = ph[i].p_vaddr + ph[i].p_memsz;
+    } else if (ph[i].p_type == PT_GNU_EH_FRAME) {
+      m->eh_frame_hdr = m->bias + ph[i].p_vaddr;
+    } else if (ph[i].p_type == PT_NOTE && m->build_id_len == 0) {
+      read_build_id(m, m->bias + ph[i].p_vaddr, ph[i].p_memsz);
     }
   }
   if (lo < hi) {
@@ -73,7 +83,7 @@ void modules_init() {
   g_vdso = getauxval(AT_SYSINFO_EHDR);
 }
 
-bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors) {
+bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors, bool reuse_snapshot) {
   table->count = 0;
   table->truncated = false;
   struct r_debug dbg;
@@ -95,6 +105,14 @@ bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors) {
       break;
     }
     Module* m = &table->items[table->count];
+    // A module the snapshot already knows: no reads of its headers.
+    if (reuse_snapshot &&
+        module_snapshot_known(lm_addr, lm.l_addr, reinterpret_cast<uintptr_t>(lm.l_name), m)) {
+      m->path = arena->dup(m->path, 4096);
+      ++table->count;
+      lm_addr = reinterpret_cast<uintptr_t>(lm.l_next);
+      continue;
+    }
     *m = Module{};
     m->bias = lm.l_addr;
     static char name[4096];  // static: the signal stack may be small

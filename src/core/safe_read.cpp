@@ -22,11 +22,14 @@ volatile int g_pipe_busy = 0;
 // 4 KiB per pipe round trip keeps each write atomic and the pipe never full.
 constexpr size_t kPipeChunk = 4096;
 
+volatile pid_t g_pinned_pid = 0;
+
 bool read_vm(void* dst, uintptr_t addr, size_t n, int* err) {
   struct iovec local = {dst, n};
   struct iovec remote = {reinterpret_cast<void*>(addr), n};
-  long got = syscall(SYS_process_vm_readv, static_cast<long>(sys_getpid()), &local, 1UL, &remote,
-                     1UL, 0UL);
+  pid_t pid = g_pinned_pid;
+  if (!pid) pid = sys_getpid();
+  long got = syscall(SYS_process_vm_readv, static_cast<long>(pid), &local, 1UL, &remote, 1UL, 0UL);
   if (got < 0) {
     *err = errno;
     return false;
@@ -91,7 +94,12 @@ void safe_read_check_fds() {
   }
 }
 
+void safe_read_pin_pid(pid_t pid) {
+  g_pinned_pid = pid;
+}
+
 void safe_read_reset_after_fork() {
+  g_pinned_pid = 0;
   if (g_pipe[0] >= 0) {
     close(g_pipe[0]);
     close(g_pipe[1]);

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 namespace faultline::core {
 
@@ -28,6 +29,12 @@ void safe_read_reset_after_fork();
 void safe_read_force(SafeReadMethod m);
 SafeReadMethod safe_read_method();
 const char* safe_read_method_name();
+
+// Crash time: the process id the reads use during a capture (0: ask the
+// kernel on every read, as outside a capture). Saves one system call per
+// read; a capture pins its own pid, so a forked child never reads its
+// parent. Async-signal-safe.
+void safe_read_pin_pid(pid_t pid);
 
 // Copies n bytes from addr into dst. True only if all n bytes were read.
 // Async-signal-safe. Concurrent callers are safe (the pipe path serialises

@@ -283,7 +283,21 @@ int faultline_install(const faultline_options* opts) {
   if (const char* u = getenv("FAULTLINE_UNWINDER"); u && *u && !unwinder_choose(u))
     warn_bad("FAULTLINE_UNWINDER", u, "expected cfi or libunwind");
   module_snapshot_refresh();
-  python_init(nullptr);
+  {
+    // The interpreter is looked for in the snapshot just made, not in a
+    // second walk of the link map through the SafeReader.
+    Arena scratch{};
+    ModuleTable table = {};
+    CfiModules cfi = {};
+    table.capacity = 1024;
+    if (scratch.init(1u << 20) && (table.items = scratch.alloc_array<Module>(1024)) &&
+        module_snapshot_use(&table, &cfi, &scratch)) {
+      python_init(&table);
+    } else {
+      python_init(nullptr);
+    }
+    scratch.release();
+  }
   classify_init();
   torchelastic_init();
   open_report_dir(cfg, opts->report_dir);

@@ -116,6 +116,7 @@ void read_headers(Entry* e, const dl_phdr_info* info) {
       if (ph.p_vaddr + ph.p_memsz > hi) hi = ph.p_vaddr + ph.p_memsz;
     } else if (ph.p_type == PT_GNU_EH_FRAME) {
       e->cfi.eh_frame_hdr = info->dlpi_addr + ph.p_vaddr;
+      m.eh_frame_hdr = e->cfi.eh_frame_hdr;
     } else if (ph.p_type == PT_NOTE && m.build_id_len == 0) {
       const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
       const char* end = p + ph.p_memsz;

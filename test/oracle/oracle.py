@@ -40,7 +40,7 @@ VARIANTS = {
     "cpp-O3": ("cpp", "g++", ["-O3", "-fomit-frame-pointer"]),
     "cpp-clang-O2": ("cpp", "clang++-14", ["-O2", "-fomit-frame-pointer"]),
 }
-C_SCENARIOS = ["null-read", "bad-fnptr", "null-fnptr", "inline", "tail", "abort", "assert", "libc-fault", "vdso",
+C_SCENARIOS = ["null-read", "bad-fnptr", "null-fnptr", "weak-missing", "inline", "tail", "abort", "assert", "libc-fault", "vdso",
                "sighandler", "qsort", "bsearch", "pthread-once", "dlopen-call", "dlopen-ctor", "jit",
                "overflow", "thread", "deep"]
 CPP_SCENARIOS = ["template", "lambda", "virtual", "anon", "cold", "terminate", "noexcept",

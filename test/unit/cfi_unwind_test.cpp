@@ -210,7 +210,7 @@ TEST_CASE("module snapshot matches the crash-time link-map walk") {
   walked.capacity = 1024;
   walked.items = g_arena.alloc_array<Module>(1024);
   CaptureErrors errors = {};
-  REQUIRE(collect_modules(&walked, &g_arena, &errors));
+  REQUIRE(collect_modules(&walked, &g_arena, &errors, false));
   REQUIRE(walked.count == g_table.count);
   for (int i = 0; i < walked.count; ++i) {
     INFO(walked.items[i].path);
@@ -221,6 +221,7 @@ TEST_CASE("module snapshot matches the crash-time link-map walk") {
     CHECK(walked.items[i].is_main == g_table.items[i].is_main);
     CHECK(walked.items[i].is_vdso == g_table.items[i].is_vdso);
     CHECK(walked.items[i].build_id_len == g_table.items[i].build_id_len);
+    CHECK(walked.items[i].eh_frame_hdr == g_table.items[i].eh_frame_hdr);
     CHECK(memcmp(walked.items[i].build_id, g_table.items[i].build_id, 32) == 0);
   }
   // The unwinder's list built at crash time agrees with the snapshot's.
@@ -233,6 +234,31 @@ TEST_CASE("module snapshot matches the crash-time link-map walk") {
     CHECK(from_table.items[i].eh_frame_hdr == g_cfi.items[i].eh_frame_hdr);
   }
   CHECK(module_snapshot_count() == walked.count);
+}
+
+TEST_CASE("crash-time walk with a stale snapshot: known modules copied, new ones read") {
+  setup_modules();
+  void* h = dlopen("libutil.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) h = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(h);
+  ModuleTable fresh, reused;
+  fresh.capacity = reused.capacity = 1024;
+  fresh.items = g_arena.alloc_array<Module>(1024);
+  reused.items = g_arena.alloc_array<Module>(1024);
+  CaptureErrors errors = {};
+  REQUIRE(collect_modules(&fresh, &g_arena, &errors, false));
+  REQUIRE(collect_modules(&reused, &g_arena, &errors, true));
+  REQUIRE(fresh.count == g_table.count + 1);
+  REQUIRE(reused.count == fresh.count);
+  for (int i = 0; i < fresh.count; ++i) {
+    INFO(fresh.items[i].path);
+    CHECK(strcmp(fresh.items[i].path, reused.items[i].path) == 0);
+    CHECK(fresh.items[i].base == reused.items[i].base);
+    CHECK(fresh.items[i].end == reused.items[i].end);
+    CHECK(fresh.items[i].eh_frame_hdr == reused.items[i].eh_frame_hdr);
+    CHECK(memcmp(fresh.items[i].build_id, reused.items[i].build_id, 32) == 0);
+  }
+  dlclose(h);
 }
 
 TEST_CASE("module snapshot: a module loaded since is noticed") {

@@ -32,6 +32,11 @@ typedef void (*fn_t)(void);
 NOINLINE void apply(fn_t f) { f(); sink++; }
 NOINLINE void dispatch(fn_t f) { apply(f); sink++; }
 
+/* weak-missing: a call through the PLT to an undefined weak function; the
+ * dynamic linker leaves its GOT slot 0 and the PLT stub jumps there. */
+extern void corpus_missing_function(void) __attribute__((weak));
+NOINLINE void call_missing(void) { corpus_missing_function(); sink++; }
+
 /* inline: a static helper the compiler inlines at -O2 (gdb shows it as an
  * inlined frame; the symbolizer must too). */
 static inline void store_through(volatile int *p, int v) { *p = v; }
@@ -143,6 +148,7 @@ int main(int argc, char **argv) {
   if (!strcmp(s, "null-read")) level1();
   else if (!strcmp(s, "bad-fnptr")) dispatch((fn_t)1);
   else if (!strcmp(s, "null-fnptr")) dispatch((fn_t)0);
+  else if (!strcmp(s, "weak-missing")) call_missing();
   else if (!strcmp(s, "inline")) with_inlined(5);
   else if (!strcmp(s, "tail")) tail_caller(5);
   else if (!strcmp(s, "abort")) do_abort();
