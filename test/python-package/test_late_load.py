@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.join(fltest.SOURCE, "test", "python"))
 import pyenvs  # noqa: E402
 
 SID_ROOT = os.environ.get("FAULTLINE_TORCH_ROOT", "/var/cache/faultline/sid-root")
-WITH_TORCH = {"debian-3.11", "sid-3.14"}
+# Where torch is installed; "compile": torch 2.x, whose Dynamo runs too.
+WITH_TORCH = {"debian-3.11": True, "sid-3.14": "compile"}
 
 CRASH = """
 import ctypes, sys
@@ -28,6 +29,10 @@ if "--torch" in sys.argv:
     import numpy, torch
 import faultline
 faultline.enable(report_dir=sys.argv[1])
+if "--compile" in sys.argv:
+    def double(x):
+        return x * 2
+    torch.compile(double, backend="eager")(torch.ones(2))
 def kernel():
     return ctypes.c_int64.from_address(8).value
 def step():
@@ -51,6 +56,7 @@ def run(python, tmp_path, preload, torch):
     script.write_text(CRASH)
     args = ([] if preload else ["-X", "faulthandler"]) + [str(script), str(reports)]
     args += ["--torch"] if torch else []
+    args += ["--compile"] if torch == "compile" else []
     env = {"PYTHONPATH": PYTHONPATH, "FAULTLINE_LIB": fltest.LIB, "FAULTLINE_STDERR": "0"}
     if python != "sid":
         r = fltest.run([python, *args], preload=preload, env=env, report_dir=str(reports),
@@ -104,7 +110,7 @@ def innermost_native(thread):
 def test_late_load_reports_like_preload(python, tmp_path, request):
     if python != "sid":
         pyenvs.require(python)
-    torch = request.node.callspec.id in WITH_TORCH
+    torch = WITH_TORCH.get(request.node.callspec.id, False)
     late_run, late = run(python, tmp_path, preload=False, torch=torch)
     _, pre = run(python, tmp_path, preload=True, torch=torch)
     lt, pt = fltest.crashed_thread(late), fltest.crashed_thread(pre)
@@ -119,3 +125,7 @@ def test_late_load_reports_like_preload(python, tmp_path, request):
     assert late["python"]["version"] == pre["python"]["version"]
     if torch:
         assert late["annotations"]["torch.version"] == pre["annotations"]["torch.version"]
+    if torch == "compile":
+        # Dynamo's compilation, recorded by the hooks enable() installed.
+        crumbs = [b["message"] for b in late["breadcrumbs"]]
+        assert any(c.startswith("torch.compile: compiling double (") for c in crumbs), crumbs
