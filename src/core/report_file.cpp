@@ -26,7 +26,7 @@ void announce_report(const Capture& c, bool written) {
           strerrorname_np(g_handler.write_errno));
   raw_log("\nfaultline: the report follows on stderr\n--- faultline report begin ---\n");
   int ignored = 0;
-  write_json_report(c, cfg, 2, &ignored);
+  write_json_report(c, cfg, raw_log_fd(), &ignored);
   raw_log("--- faultline report end ---\n");
 }
 
