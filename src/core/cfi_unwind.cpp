@@ -21,7 +21,16 @@ class Stream {
   uintptr_t pos() const { return pos_; }
   uintptr_t end() const { return end_; }
   void set_end(uintptr_t end) { end_ = end; }
-  void seek(uintptr_t pos) { pos_ = pos; }
+  // Forward only and within the record: a length read from the table
+  // (an expression's, the augmentation's) that points before the current
+  // position (an unsigned wrap) or past the end would loop or run away.
+  void seek(uintptr_t pos) {
+    if (pos < pos_ || pos > end_) {
+      ok_ = false;
+      return;
+    }
+    pos_ = pos;
+  }
   bool ok() const { return ok_; }
   bool at_end() const { return pos_ >= end_; }
 

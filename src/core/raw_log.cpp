@@ -13,6 +13,16 @@ namespace faultline::core {
 // A descriptor that stayed unwritable for a second (a pipe nobody reads) is
 // given up on for the rest of the process's life: the handler must finish.
 int g_stuck_fd = -1;
+int g_log_fd = 2;
+
+int raw_log_fd() {
+  return __atomic_load_n(&g_log_fd, __ATOMIC_RELAXED);
+}
+
+void raw_log_set_fd(int fd) {
+  __atomic_store_n(&g_log_fd, fd, __ATOMIC_RELAXED);
+  if (fd == g_stuck_fd) g_stuck_fd = -1;
+}
 
 namespace {
 
@@ -82,7 +92,7 @@ void raw_write_hex(int fd, uint64_t v) {
 void raw_log(const char* a, const char* b, const char* c, const char* d) {
   const char* parts[] = {a, b, c, d};
   for (const char* s : parts) {
-    if (s) raw_write(2, s);
+    if (s) raw_write(raw_log_fd(), s);
   }
 }
 

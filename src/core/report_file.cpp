@@ -139,7 +139,8 @@ void announce_report(const Capture& c, bool written) {
           strerrorname_np(g_handler.write_errno));
   raw_log("\nfaultline: the report follows on stderr\n--- faultline report begin ---\n");
   int ignored = 0;
-  int fd = stderr_fd();
+  int fd = raw_log_fd();
+  if (fd == 2) fd = stderr_fd();  // the stderr of install time, or nothing
   if (fd >= 0) write_json_report(c, cfg, fd, &ignored);
   raw_log("--- faultline report end ---\n");
 }

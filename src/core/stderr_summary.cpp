@@ -20,7 +20,7 @@ void write_stderr_summary(const Capture& c, const Config&) {
   const ThreadCapture* t = crashed_thread(c);
   if (!t) return;
   raw_log("Current thread ");
-  raw_write_dec(2, t->tid);
+  raw_write_dec(raw_log_fd(), t->tid);
   raw_log(" (most recent call first):\n");
   const PyThread* py = python_thread_for(c, t->tid);
   // In call order where the Python walker can prove the merge (like the
@@ -55,12 +55,12 @@ void write_stderr_summary(const Capture& c, const Config&) {
       ++native_shown;
     }
     b.add("\n");
-    raw_write_n(2, line, b.len());
+    raw_write_n(raw_log_fd(), line, b.len());
   }
   shown = native_shown;
   if (t->frames_total > shown) {
     raw_log("  ... ");
-    raw_write_dec(2, t->frames_total - shown);
+    raw_write_dec(raw_log_fd(), t->frames_total - shown);
     raw_log(" more frames in the report\n");
   }
 }

@@ -91,6 +91,7 @@ void atfork_child() {
   safe_read_reset_after_fork();
   thread_state_reset_after_fork();
   thread_annotations_after_fork();
+  module_snapshot_after_fork();
 }
 
 void reserve_fd() {
@@ -373,7 +374,10 @@ int faultline_install(const faultline_options* opts) {
   cfg->dump_signal = dump_signo;
   g_crash.pid = sys_getpid();
   static bool atfork_done = false;
-  if (!atfork_done) atfork_done = pthread_atfork(nullptr, nullptr, atfork_child) == 0;
+  if (!atfork_done) {
+    atfork_done = pthread_atfork(module_snapshot_before_fork, module_snapshot_after_fork_parent,
+                                 atfork_child) == 0;
+  }
   reserve_fd();
   threads_init(cfg->thread_signal);
   install_dump_signal(dump_signo);

@@ -1,0 +1,68 @@
+"""torch 2.x in the root: a fault inside an Inductor-generated C++ kernel
+(an out-of-range gather with Inductor's bounds assert turned off), traced
+from the kernel to the user's line."""
+import os
+
+import pytest
+
+import rootrun
+from rootrun import python_frames, user_line
+
+import fltest
+
+
+@pytest.fixture(scope="module")
+def kernel_run(tmp_path_factory):
+    return rootrun.run_job("inductor_kernel", tmp_path_factory.mktemp("inductor"))
+
+
+def test_kernel_frame_is_inductor(kernel_run):
+    t = fltest.crashed_thread(kernel_run.report)
+    native = [f for f in t["frames"] if f["kind"] == "native"]
+    top = native[0]
+    # The kernel runs in a module Inductor compiled into its cache.
+    assert top["module"].startswith(rootrun.INDUCTOR_CACHE + "/"), top
+    assert top["module"].endswith(".so") and top["origin"] == "inductor", top
+    assert top.get("symbol") == "kernel", top
+    assert any(f["origin"] == "cpython" for f in native)
+    assert any(f["origin"] == "dynamo" for f in native), "Dynamo's frame-evaluation hook is on the stack"
+
+
+def test_python_frames_lead_to_the_user_line(kernel_run):
+    t = fltest.crashed_thread(kernel_run.report)
+    py = python_frames(t)
+    assert py, "the Python walker found no frames"
+    # Innermost: Inductor's output code (the wrapper module in the cache), then
+    # AOTAutograd's runtime wrappers, Dynamo's eval_frame, the model's forward.
+    assert py[0]["origin"] == "inductor" and py[0]["file"].startswith(rootrun.INDUCTOR_CACHE), py[0]
+    assert py[0]["function"] == "call"
+    origins = [f["origin"] for f in py]
+    assert "aot_autograd" in origins and "dynamo" in origins, origins
+    fwd = [f for f in py if f["file"] == rootrun.JOBS and f["function"] == "forward"]
+    assert fwd and fwd[0]["line"] == user_line("LAYER: inductor kernel"), py
+    assert fwd[0]["origin"] == "python"
+    caller = [f for f in py if f["file"] == rootrun.JOBS and f["function"] == "inductor_kernel"]
+    assert caller and caller[0]["line"] == user_line("USER: inductor kernel"), py
+
+
+def test_diagnosis_names_kernel_and_user_frame(kernel_run):
+    rep = kernel_run.report
+    s = rep["diagnosis"]["summary"]
+    assert s.startswith("SIGSEGV (address not mapped"), s
+    assert "in an Inductor-generated C++ kernel (" in s and "!kernel)" in s, s
+    assert "under Inductor output code call at " in s, s
+    assert f"while running forward at jobs.py:{user_line('LAYER: inductor kernel')}" in s, s
+    assert rep["diagnosis"]["category"] == "memory-access"
+
+
+def test_versions_and_compile_history(kernel_run, root_versions):
+    ann = kernel_run.report["annotations"]
+    assert ann["torch.version"] == root_versions.split()[1], (ann, root_versions)
+    assert ann["torch.cuda"] == "none"
+    crumbs = [b["message"] for b in kernel_run.report["breadcrumbs"]]
+    assert any(c.startswith("torch.compile: compiling Gather.forward (") for c in crumbs), crumbs
+
+
+def test_explain_gives_the_generated_code_hint(kernel_run):
+    out = rootrun.cli("explain", rootrun.report_path(kernel_run))
+    assert "Hint [torch.generated-code]" in out, out
