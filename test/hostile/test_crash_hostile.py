@@ -260,3 +260,21 @@ def test_arena_is_not_dumped_in_cores(tmp_path):
     assert arena, "no 24 MiB mapping found"
     flags = [re.search(r"^VmFlags:(.*)$", b, re.M).group(1).split() for b in arena]
     assert any("dd" in f for f in flags), flags
+
+
+# --- the crash-time stderr summary -----------------------------------------------------------
+
+def test_crash_time_summary_escapes_control_characters(tmp_path):
+    from hostlib import unsafe_bytes
+    code = ("import ctypes\n"
+            "exec(compile('import ctypes\\nctypes.string_at(0)', "
+            "'/tmp/evil\\x1b]0;owned\\x07\\x1b[2J\\r\\u009b\\u202e.py', 'exec'))")
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path))
+    p = subprocess.run([PY, "-c", code], env=env, capture_output=True, timeout=60)
+    assert p.returncode == -signal.SIGSEGV
+    assert b"evil\\x1b]0;owned\\x07\\x1b[2J\\x0d" in p.stderr, p.stderr
+    assert unsafe_bytes(p.stderr) == [], p.stderr
+    # The report keeps the name exactly.
+    with open(reports(tmp_path)[0]) as f:
+        files = {fr.get("file") for t in json.load(f)["threads"] for fr in t["frames"]}
+    assert "/tmp/evil\x1b]0;owned\x07\x1b[2J\r\u009b\u202e.py" in files
