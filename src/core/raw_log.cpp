@@ -1,9 +1,11 @@
 #include "core/raw_log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
+#include "core/fd_identity.h"
 #include "core/str.h"
 
 namespace faultline::core {
@@ -22,7 +24,37 @@ void raw_log_set_fd(int fd) {
   if (fd == g_stuck_fd) g_stuck_fd = -1;
 }
 
+namespace {
+
+// stderr as it was at install: a duplicate of it and what file it was. A
+// daemon that closes 0-2 and opens its database gets that file as fd 2;
+// writing "stderr" there would corrupt it.
+bool g_stderr_remembered = false;
+int g_stderr_dup = -1;
+FdIdentity g_stderr_id = {0, 0, false};
+FdIdentity g_stderr_dup_id = {0, 0, false};
+
+}  // namespace
+
+void stderr_remember() {
+  g_stderr_id = fd_identity(2);
+  if (g_stderr_id.valid && g_stderr_dup < 0) {
+    g_stderr_dup = fcntl(2, F_DUPFD_CLOEXEC, 10);
+    g_stderr_dup_id = fd_identity(g_stderr_dup);
+  }
+  g_stderr_remembered = true;
+}
+
+int stderr_fd() {
+  if (!g_stderr_remembered) return 2;  // before install: the program's own stderr
+  if (fd_still(2, g_stderr_id)) return 2;
+  if (g_stderr_dup >= 0 && fd_still(g_stderr_dup, g_stderr_dup_id)) return g_stderr_dup;
+  return -1;  // stderr is gone (or was never open): write nothing
+}
+
 void raw_write_n(int fd, const char* s, unsigned long n) {
+  if (fd == 2) fd = stderr_fd();
+  if (fd < 0) return;
   int saved = errno;
   while (n > 0) {
     if (fd == g_stuck_fd) break;

@@ -6,6 +6,11 @@
 
 namespace faultline::core {
 
+// Install time: remembers what stderr is (and keeps a duplicate of it).
+void stderr_remember();
+// The descriptor that is still the stderr of install time: 2, else the
+// duplicate, else -1. Writes to fd 2 through raw_write* go there.
+int stderr_fd();
 void raw_write(int fd, const char* s);
 void raw_write_n(int fd, const char* s, unsigned long n);
 void raw_write_dec(int fd, int64_t v);

@@ -45,6 +45,24 @@ def test_python_frames_lead_to_the_user_line(kernel_run):
     assert caller and caller[0]["line"] == user_line("USER: inductor kernel"), py
 
 
+def test_stack_is_interleaved_in_call_order(kernel_run):
+    # Debian's 3.14 eval loop has no symbol; the merge still places each
+    # Python run before the interpreter frame that ran it.
+    t = fltest.crashed_thread(kernel_run.report)
+    assert t.get("interleaved") is True, t.get("python_error")
+    frames = t["frames"]
+
+    def index(pred):
+        return next(i for i, f in enumerate(frames) if pred(f))
+
+    call = index(lambda f: f["kind"] == "python" and f["function"] == "call")
+    forward = index(lambda f: f["kind"] == "python" and f["function"] == "forward" and f["file"] == rootrun.JOBS)
+    hook = index(lambda f: f.get("symbol") == "dynamo_eval_custom_code")
+    user = index(lambda f: f["kind"] == "python" and f["function"] == "inductor_kernel")
+    assert frames[0]["origin"] == "inductor" and 0 < call < forward < hook < user, frames
+    assert frames[call - 1]["kind"] == "native" and frames[-1]["kind"] == "native"
+
+
 def test_diagnosis_names_kernel_and_user_frame(kernel_run):
     rep = kernel_run.report
     s = rep["diagnosis"]["summary"]
