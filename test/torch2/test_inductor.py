@@ -1,6 +1,7 @@
 """torch 2.x in the root: a fault inside an Inductor-generated C++ kernel
 (an out-of-range gather with Inductor's bounds assert turned off), traced
 from the kernel to the user's line."""
+import json
 import os
 
 import pytest
@@ -84,3 +85,31 @@ def test_versions_and_compile_history(kernel_run, root_versions):
 def test_explain_gives_the_generated_code_hint(kernel_run):
     out = rootrun.cli("explain", rootrun.report_path(kernel_run))
     assert "Hint [torch.generated-code]" in out, out
+
+
+def test_symbolize_names_the_generated_source_line(kernel_run, tmp_path):
+    # Inductor compiles its C++ with line tables and keeps the source beside
+    # the module: the faulting frame gets the generated file and a line of
+    # the gather (g++ folds the load of tmp6 = in_ptr1[...] into the multiply
+    # that uses it, so the line is the load's or its use's).
+    out = tmp_path / "sym.json"
+    rootrun.cli("symbolize", rootrun.report_path(kernel_run), "-o", str(out))
+    with open(out) as f:
+        rep = json.load(f)
+    top = fltest.crashed_thread(rep)["frames"][0]
+    assert top["file"] == top["module"][: -len(".so")] + ".cpp", top
+    with open(top["file"]) as f:
+        line = f.read().splitlines()[top["line"] - 1]
+    assert "tmp6" in line, line  # x[idx]: the value read far outside x
+
+
+def test_symbolize_says_when_the_cache_is_gone(tmp_path):
+    # test/data's report of the same crash: its Inductor cache was removed.
+    data = os.path.join(fltest.SOURCE, "test", "data", "real-torch2-inductor-kernel.json")
+    out = tmp_path / "sym.json"
+    rootrun.cli("symbolize", data, "-o", str(out))
+    with open(out) as f:
+        rep = json.load(f)
+    mod = [m for m in rep["modules"] if "/inductor-cache/" in m["path"]]
+    assert len(mod) == 1 and "No such file or directory" in mod[0]["debug_error"], mod
+    assert fltest.crashed_thread(rep)["frames"][0]["symbol"] == "kernel"  # the rest is kept
