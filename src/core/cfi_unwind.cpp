@@ -923,12 +923,13 @@ CfiStatus step(const CfiModules& mods, CfiRegs* regs, bool* exact, WalkState* w)
 }  // namespace
 
 bool cfi_follows_call(uintptr_t ret) {
-  // call rel32 (e8), or call through a register or memory (ff /2): 2, 3, 6
-  // or 7 bytes with the ModRM byte after ff (a REX prefix comes before it).
+  // call rel32 (e8), or call through a register or memory (ff /2): 2, 3,
+  // 4, 6 or 7 bytes from ff on (ModRM, SIB, displacement; a REX prefix comes
+  // before it): b[k] is the byte at ret-7+k.
   uint8_t b[7];
   if (ret < sizeof b || !safe_read(b, ret - sizeof b, sizeof b)) return false;
   if (b[2] == 0xe8) return true;
-  static const int kFf[] = {5, 4, 1, 0};  // ff at ret-2, ret-3, ret-6, ret-7
+  static const int kFf[] = {5, 4, 3, 1, 0};  // ff at ret-2, -3, -4, -6, -7
   for (int at : kFf) {
     if (b[at] == 0xff && (b[at + 1] & 0x38) == 0x10) return true;
   }
