@@ -11,9 +11,9 @@ P1  capture: a process of N threads x ~50 frames crashes (SIGSEGV on its main
     for 64 and 256 threads, with each unwinder (FAULTLINE_UNWINDER=cfi and
     libunwind), and the phase breakdown (faultline.phases_ns). Then a
     two-thread Python job that crashes in native code (ctypes).
-P2  start-up: hyperfine of `python3 -c pass`, `python3 -c "import torch"` and
-    a C `int main(){}` with and without the preload, and the RSS the preload
-    adds to an idle process.
+P2  start-up: `python3 -c pass`, `python3 -c "import torch"` and a C
+    `int main(){}` with and without the preload, run by run interleaved (wall
+    and CPU time), and the RSS the preload adds to an idle process.
 P3  `faultline symbolize` against eu-addr2line and llvm-symbolizer-14 on the
     same addresses (bench/symbolize_bench.py).
 
@@ -150,29 +150,30 @@ def python_job(build, runs, results, torch):
 
 # ---- P2 ----------------------------------------------------------------------
 
-def hyperfine_pair(cmd, build, runs):
-    """Median seconds without and with the preload, interleaved by hyperfine."""
-    out = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
-    env_with = f"LD_PRELOAD={lib(build)}"
-    subprocess.run(["hyperfine", "-N", "--warmup", "3", "--runs", str(runs), "--export-json", out,
-                    "-n", "without", cmd, "-n", "with", f"env {env_with} {cmd}"],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    with open(out) as f:
-        res = {r["command"]: r for r in json.load(f)["results"]}
-    os.unlink(out)
-    # `env` itself costs an exec: measure it and take it out.
-    return med(res["without"]["times"]), med(res["with"]["times"])
+def run_timed(argv, env):
+    """(wall seconds, CPU seconds: user + system) of one run."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, _, ru = os.wait4(p.pid, 0)
+    return time.perf_counter() - t0, ru.ru_utime + ru.ru_stime
 
 
-def env_cost(runs):
-    out = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
-    subprocess.run(["hyperfine", "-N", "--warmup", "3", "--runs", str(runs), "--export-json", out,
-                    "-n", "env", "env /bin/true", "-n", "true", "/bin/true"],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    with open(out) as f:
-        res = {r["command"]: r for r in json.load(f)["results"]}
-    os.unlink(out)
-    return med(res["env"]["times"]) - med(res["true"]["times"])
+def startup_pair(argv, build, runs):
+    """Medians (wall, CPU) without and with the preload, the two interleaved
+    run by run so that the machine's load hits both alike. On a shared,
+    loaded machine the CPU time is the steadier measure."""
+    base = dict(os.environ)
+    base.pop("LD_PRELOAD", None)
+    with_fl = dict(base, LD_PRELOAD=lib(build))
+    for _ in range(3):  # warm the page cache
+        run_timed(argv, base)
+        run_timed(argv, with_fl)
+    a, b = [], []
+    for _ in range(runs):
+        a.append(run_timed(argv, base))
+        b.append(run_timed(argv, with_fl))
+    return ((med([x[0] for x in a]), med([x[1] for x in a])),
+            (med([x[0] for x in b]), med([x[1] for x in b])))
 
 
 def rss_kib(cmd, env):
@@ -186,20 +187,18 @@ def rss_kib(cmd, env):
 
 
 def p2(build, runs, results, torch):
-    print(f"P2  start-up with the preload (hyperfine, median of {runs}; ratio with / without)")
+    print(f"P2  start-up with the preload (median of {runs}, interleaved; ratio with / without)")
     empty = os.path.join(tempfile.mkdtemp(prefix="fl-perf-"), "empty")
     subprocess.run(["cc", "-O2", "-x", "c", "-", "-o", empty], input=b"int main(){return 0;}",
                    check=True)
-    extra = env_cost(runs)
-    cases = [("C int main(){}", empty), ("python3 -c pass", f"{PYTHON} -c pass")]
+    cases = [("C int main(){}", [empty]), ("python3 -c pass", [PYTHON, "-c", "pass"])]
     if torch:
-        cases.append(("python3 -c 'import torch'", f"{PYTHON} -c 'import torch'"))
-    for name, cmd in cases:
-        a, b = hyperfine_pair(cmd, build, runs if "torch" not in name else max(5, runs // 4))
-        b -= extra
-        results[f"p2_{name}"] = (a, b)
-        print(f"  {name:28s} {a * 1e3:8.2f} ms without  {b * 1e3:8.2f} ms with   "
-              f"ratio {b / a:.3f}")
+        cases.append(("python3 -c 'import torch'", [PYTHON, "-c", "import torch"]))
+    for name, argv in cases:
+        (aw, ac), (bw, bc) = startup_pair(argv, build, runs if "torch" not in name else max(5, runs // 4))
+        results[f"p2_{name}"] = ((aw, ac), (bw, bc))
+        print(f"  {name:28s} wall {aw * 1e3:8.2f} -> {bw * 1e3:8.2f} ms (x{bw / aw:.3f})   "
+              f"CPU {ac * 1e3:8.2f} -> {bc * 1e3:8.2f} ms (x{bc / ac:.3f})")
     idle = [PYTHON, "-c", "import sys; print('ready', flush=True); sys.stdin.read()"]
     base = dict(os.environ)
     base.pop("LD_PRELOAD", None)
@@ -239,8 +238,10 @@ def markdown(r):
                         f"(libunwind: {r[k.replace('cfi', 'libunwind')]:.1f} ms) | |")
     for k, v in r.items():
         if k.startswith("p2_") and isinstance(v, tuple):
-            rows.append(f"| start-up, {k[3:]} | {v[1] * 1e3:.1f} ms (x{v[1] / v[0]:.3f}) "
-                        f"| {v[0] * 1e3:.1f} ms without the preload |")
+            (aw, ac), (bw, bc) = v
+            rows.append(f"| start-up, {k[3:]} | CPU {bc * 1e3:.1f} ms (x{bc / ac:.2f}), "
+                        f"wall {bw * 1e3:.1f} ms (x{bw / aw:.2f}) "
+                        f"| CPU {ac * 1e3:.1f} ms, wall {aw * 1e3:.1f} ms without the preload |")
     if "p2_rss" in r:
         rows.append(f"| RSS added (idle python3) | {r['p2_rss']:.0f} KiB | |")
     for k, v in r.items():
@@ -268,7 +269,7 @@ def main():
             if has_torch:
                 python_job(build, max(3, a.runs // 2), r, True)
     if "p2" not in a.skip:
-        p2(build, max(20, a.runs * 3), r, has_torch)
+        p2(build, max(40, a.runs * 5), r, has_torch)
     if "p3" not in a.skip:
         p3(build, a.runs, r)
     if a.markdown:

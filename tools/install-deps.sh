@@ -12,6 +12,7 @@ packages=(
   python3 python3-dev python3-pytest python3-jsonschema python3-numpy python3-torch
   python3-setuptools python3-wheel python3-pip python3-venv python3-build dpkg-dev fakeroot
   cmark-gfm hyperfine
+  debootstrap  # tools/torch-root: the Debian sid root with PyTorch 2.x (torch2 tests)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -117,6 +117,12 @@ FAULTLINE_API void faultline_breadcrumb(const char* message);
  * returns 0, or a negative errno value. The process goes on. */
 FAULTLINE_API int faultline_dump_now(void);
 
+/* Where faultline's text goes (the faulthandler-style summary on a crash or
+ * dump, "report written to ...", a report that could not be written): file
+ * descriptor fd instead of stderr (2). Returns 0, or -EBADF. Like
+ * faulthandler's file, the descriptor must stay open. Async-signal-safe. */
+FAULTLINE_API int faultline_set_text_fd(int fd);
+
 /* Copies the path of the last report this process wrote into buf (always
  * terminated); returns its length, or 0 if none was written. */
 FAULTLINE_API size_t faultline_last_report(char* buf, size_t size);

@@ -191,7 +191,7 @@ def last_report():
 
 _options = None        # the Options last installed (kept: it owns report_dir's bytes)
 _report_dir = None
-_text_file = None      # kept alive like faulthandler keeps its file
+_text_files = {}       # descriptor -> file object, kept alive as faulthandler does
 _timer = None          # the dump_traceback_later timer
 _timer_exit = False
 _env_max_threads = 0   # FAULTLINE_MAX_THREADS (0: the library's default)
@@ -209,7 +209,6 @@ def _text_fd(file):
     """faulthandler's rules for its file argument: None means sys.stderr; an
     int is a descriptor; anything else must have fileno(). Returns the
     descriptor (the stream is flushed first)."""
-    global _text_file
     if file is None:
         file = sys.stderr
         if file is None:
@@ -225,11 +224,15 @@ def _text_fd(file):
         file.flush()
     except Exception:  # noqa: BLE001 - faulthandler ignores flush errors too
         pass
-    _text_file = file
+    _text_files[fd] = file  # kept open while the library may write to fd
     return fd
 
 
+_text_fd_now = 2  # the descriptor the library writes its text to
+
+
 def _set_text_fd(fd):
+    global _text_fd_now
     setter = getattr(_lib, "faultline_set_text_fd", None)
     if setter is not None:
         setter.argtypes = [ctypes.c_int]
@@ -237,6 +240,7 @@ def _set_text_fd(fd):
         rc = setter(fd)
         if rc != 0:
             raise OSError(-rc, os.strerror(-rc))
+        _text_fd_now = fd
     elif fd != 2:
         raise ValueError("this libfaultline.so writes its text to stderr only (file must be "
                          "sys.stderr or descriptor 2)")
@@ -329,17 +333,25 @@ def _ensure_enabled(file):
 
 def dump_traceback(file=None, all_threads=True):
     """Like faulthandler.dump_traceback(): writes a "dump" report of every
-    thread now, and its faulthandler-style text to file; the process goes
-    on. Returns the report's path. Without enable() (and no preloaded
+    thread now, and faulthandler's text (by faulthandler) to file; the
+    process goes on. Returns the report's path. Without enable() (and no preloaded
     library) it is faulthandler.dump_traceback() and returns None."""
     if not is_enabled():
         import faulthandler
         faulthandler.dump_traceback(sys.stderr if file is None else file, all_threads)
         return None
-    _set_text_fd(_text_fd(file))
-    rc = _lib.faultline_dump_now()
+    import faulthandler
+    before = _text_fd_now
+    fd = _text_fd(file)
+    _set_text_fd(fd)
+    try:
+        rc = _lib.faultline_dump_now()
+    finally:
+        _set_text_fd(before)  # this file was for this dump only
     if rc != 0:
         raise OSError(-rc, f"faultline_dump_now: {os.strerror(-rc)}")
+    # The text faulthandler writes, by faulthandler itself.
+    faulthandler.dump_traceback(fd, all_threads)
     return last_report()
 
 

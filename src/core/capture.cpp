@@ -137,7 +137,10 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
     return;
   }
   // The snapshot made outside the signal path when it is still current,
-  // else the link map read now. Either way, the CFI unwinder's module list.
+  // else the link map read now. Either way, the CFI unwinder's module list;
+  // none if the phase is skipped or faults (the previous capture's list was
+  // in the arena just reset).
+  unwind_cfi_set_modules(CfiModules{nullptr, 0});
   run_phase(Phase::kModules, c, [&] {
     CfiModules cfi = {nullptr, 0};
     if (!module_snapshot_use(&c->modules, &cfi, arena)) {

@@ -922,6 +922,20 @@ CfiStatus step(const CfiModules& mods, CfiRegs* regs, bool* exact, WalkState* w)
 
 }  // namespace
 
+bool cfi_follows_call(uintptr_t ret) {
+  // call rel32 (e8), or call through a register or memory (ff /2): 2, 3,
+  // 4, 6 or 7 bytes from ff on (ModRM, SIB, displacement; a REX prefix comes
+  // before it): b[k] is the byte at ret-7+k.
+  uint8_t b[7];
+  if (ret < sizeof b || !safe_read(b, ret - sizeof b, sizeof b)) return false;
+  if (b[2] == 0xe8) return true;
+  static const int kFf[] = {5, 4, 3, 1, 0};  // ff at ret-2, -3, -4, -6, -7
+  for (int at : kFf) {
+    if (b[at] == 0xff && (b[at + 1] & 0x38) == 0x10) return true;
+  }
+  return false;
+}
+
 const char* cfi_status_name(CfiStatus s) {
   switch (s) {
     case CfiStatus::kStepped:
@@ -1009,9 +1023,12 @@ int cfi_walk(const CfiModules& mods, const CfiRegs& start, bool exact, CfiEmit e
       // The first pc has no unwind information: a call through a bad
       // pointer (null, garbage, freed JIT code) or a function without
       // tables, stopped at its first instruction. The return address is on
-      // top of the stack.
+      // top of the stack. Only if it looks like one (in a module, after a
+      // call): a function without tables stopped past its prologue has a
+      // saved register there, and the fallback unwinder does better.
       uintptr_t ret = 0;
       if (!(regs.valid & (1u << kCfiRsp)) || !w.stack.read(regs.r[kCfiRsp], &ret)) break;
+      if (cfi_find_module(mods, ret - 1) < 0 || !cfi_follows_call(ret)) break;
       regs.r[kCfiRip] = ret;
       regs.r[kCfiRsp] += 8;
       exact = false;

@@ -73,6 +73,10 @@ const char* cfi_status_name(CfiStatus s);
 void cfi_regs_from_ucontext(const ucontext_t* uc, CfiRegs* regs);
 void cfi_regs_to_ucontext(const CfiRegs& regs, ucontext_t* uc);
 
+// Whether the bytes before ret are a call instruction (ret is a plausible
+// return address). Reads through the SafeReader.
+bool cfi_follows_call(uintptr_t ret);
+
 // Index of the module holding pc, or -1.
 int cfi_find_module(const CfiModules& mods, uintptr_t pc);
 

@@ -92,7 +92,8 @@ void crash_work(void* arg) {
     set_phase(Phase::kStderrSummary);
     write_stderr_summary(*c, cfg);
   }
-  if (cfg.write_stderr || !w->written) announce_report(*c, w->written);
+  // FAULTLINE_STDERR=0: nothing on stderr at all, not even the fallback copy.
+  if (cfg.write_stderr) announce_report(*c, w->written);
 }
 
 void dump_work(void* arg) {
@@ -109,7 +110,7 @@ void dump_work(void* arg) {
   if (!c) return;
   capture_all(c, CaptureKind::kDump, w->signo, w->info, w->ucv);
   w->written = write_report(*c, /*announce=*/false);
-  if (g_crash.config.write_stderr || !w->written) announce_report(*c, w->written);
+  if (g_crash.config.write_stderr) announce_report(*c, w->written);
 }
 
 void ignore_sigpipe(struct sigaction* old) {

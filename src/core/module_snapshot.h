@@ -23,6 +23,16 @@ namespace faultline::core {
 // changed: modules already known are reused.
 void module_snapshot_refresh();
 
+// Around fork (install time, src/install): the fork waits for a refresh in
+// another thread to finish, so the child never inherits the snapshot's lock,
+// nor the loader's lock held by a refresh (glibc does not reset it). The
+// child never refreshes (the program's own dlopen in another thread may have
+// held the loader's lock at the fork): its pthread_create must not wait
+// forever in dl_iterate_phdr.
+void module_snapshot_before_fork();
+void module_snapshot_after_fork_parent();
+void module_snapshot_after_fork();
+
 // Crash time (async-signal-safe). When the snapshot is current, fills
 // `table` (capacity preset; paths copied into the arena) and `cfi` (sorted,
 // in the arena) and returns true. Otherwise returns false and leaves both

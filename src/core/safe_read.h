@@ -46,6 +46,12 @@ inline bool safe_read_obj(T* dst, uintptr_t addr) {
   return safe_read(dst, addr, sizeof(T));
 }
 
+// Many reads at once: dst[i] <- n[i] bytes at addr[i]; ok[i] says whether
+// each was read whole. One process_vm_readv for all where the SafeReader
+// uses it (a failing range costs one more call), else one read each.
+// Async-signal-safe.
+void safe_read_many(void* const* dst, const uintptr_t* addr, const size_t* n, bool* ok, int count);
+
 // Reads a NUL-terminated string of at most cap-1 bytes into dst (always
 // terminated). Returns the length read, or -1 if nothing could be read.
 long safe_read_cstr(char* dst, size_t cap, uintptr_t addr);

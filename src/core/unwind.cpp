@@ -44,6 +44,14 @@ bool pc_has_unwind_info(const ModuleTable& modules, uintptr_t pc) {
   return safe_read(&byte, pc, 1);
 }
 
+// Whether ret can be a return address: in a module, right after a call.
+bool plausible_return(const ModuleTable& modules, uintptr_t ret) {
+  const CfiModules& cfi = unwind_cfi_modules();
+  bool in_module =
+      cfi.count > 0 ? cfi_find_module(cfi, ret - 1) >= 0 : find_module(modules, ret - 1) >= 0;
+  return in_module && cfi_follows_call(ret);
+}
+
 // Returns: 1 finished at the outermost frame, 0 stopped by the frame cap,
 // -1 stopped by an error (caller falls back to frame pointers).
 int walk_libunwind(unw_context_t* ctx, bool signal_frame, ThreadCapture* t, int max_frames,
@@ -130,13 +138,16 @@ __attribute__((noinline)) void unwind_libunwind(const ucontext_t* uc, const CfiR
   uintptr_t sp = static_cast<uintptr_t>(c->uc_mcontext.gregs[REG_RSP]);
   uintptr_t last_fp = static_cast<uintptr_t>(c->uc_mcontext.gregs[REG_RBP]);
   int result;
-  if (!regs && !pc_has_unwind_info(modules, pc)) {
+  uintptr_t ret = 0;
+  if (!regs && !pc_has_unwind_info(modules, pc) &&
+      (!safe_read_obj(&ret, sp) || plausible_return(modules, ret))) {
     // A call through a bad pointer, or a first pc without unwind tables:
     // the return address is on top of the stack. Record the pc, then
-    // unwind from the caller.
+    // unwind from the caller. (Not when the stack top is no return address:
+    // a function without tables stopped past its prologue; libunwind's
+    // guess does better there.)
     push_frame(t, max_frames, pc, sp, true);
-    uintptr_t ret = 0;
-    if (!safe_read_obj(&ret, sp)) {
+    if (!ret) {
       errors->add("unwind: pc is not code and the stack top is unreadable");
       t->unwinder = Unwinder::kNone;
       return;

@@ -137,6 +137,11 @@ void disarm_watchdog(int seconds) {
   while (syscall(SYS_rt_sigtimedwait, &set, nullptr, &zero, sizeof(uint64_t)) == SIGALRM) {
   }
   real_sigaction(SIGALRM, &wd().old_alarm, nullptr);
+  // The process may go on (a chained handler that recovers): a later live
+  // dump, which arms no watchdog, must not find this one fired and skip
+  // every phase.
+  wd().stage.store(WatchdogStage::kArmed, std::memory_order_release);
+  wd().phase_abandoned.store(false, std::memory_order_release);
 }
 
 bool watchdog_fired() {

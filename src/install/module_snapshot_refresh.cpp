@@ -20,6 +20,9 @@ using snapshot::Buffer;
 using snapshot::Entry;
 
 pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
+pid_t g_refresher = 0;           // the thread refreshing now (atomic)
+bool g_locked_for_fork = false;  // the lock is held across a fork
+bool g_fork_child = false;       // this process is a fork child: never refresh
 // dl_iterate_phdr's counters of loads and unloads at the last refresh.
 unsigned long long g_adds = 0, g_subs = 0;
 bool g_refreshed = false;
@@ -200,18 +203,53 @@ int on_module(dl_phdr_info* info, size_t, void* arg) {
 
 }  // namespace
 
+void module_snapshot_before_fork() {
+  // Not if this thread forks from a signal handler that interrupted its own
+  // refresh: it holds the lock already.
+  if (__atomic_load_n(&g_refresher, __ATOMIC_ACQUIRE) == static_cast<pid_t>(gettid())) return;
+  pthread_mutex_lock(&g_mutex);
+  g_locked_for_fork = true;
+}
+
+void module_snapshot_after_fork_parent() {
+  if (!g_locked_for_fork) return;
+  g_locked_for_fork = false;
+  pthread_mutex_unlock(&g_mutex);
+}
+
+void module_snapshot_after_fork() {
+  // Another thread of the parent may have held the loader's lock at the
+  // fork (inside dlopen or dlclose); glibc does not reset it, so in the child
+  // dl_iterate_phdr may wait forever. The child keeps the parent's snapshot
+  // (used while the link map still matches it; else the crash-time walk).
+  g_fork_child = true;
+  // Only the forking thread lives on: nobody holds the lock or reads.
+  g_mutex = PTHREAD_MUTEX_INITIALIZER;
+  g_locked_for_fork = false;
+  __atomic_store_n(&g_refresher, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&snapshot::g_readers, 0, __ATOMIC_SEQ_CST);
+}
+
 void module_snapshot_refresh() {
   static Walk walk;  // big: not on the stack of whatever thread called dlopen
+  if (g_fork_child) return;
+  // The lock first, then the loader's (inside dl_iterate_phdr): a fork waits
+  // for the lock (module_snapshot_before_fork), so it never happens while
+  // this thread holds the loader's lock, which glibc does not reset in the
+  // child.
+  pthread_mutex_lock(&g_mutex);
+  __atomic_store_n(&g_refresher, static_cast<pid_t>(gettid()), __ATOMIC_RELEASE);
   Counters now = {~0ull, ~0ull};
   dl_iterate_phdr(read_counters, &now);
-  pthread_mutex_lock(&g_mutex);
   if (g_refreshed && now.adds == g_adds && now.subs == g_subs) {
+    __atomic_store_n(&g_refresher, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_mutex);  // nothing loaded or unloaded since
     return;
   }
   int pub = __atomic_load_n(&snapshot::g_published, __ATOMIC_SEQ_CST);
   int target = pub == 0 ? 1 : 0;
   if (__atomic_load_n(&snapshot::g_readers, __ATOMIC_SEQ_CST) > 0) {
+    __atomic_store_n(&g_refresher, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_mutex);  // a crash is reading: leave both buffers alone
     return;
   }
@@ -252,6 +290,7 @@ void module_snapshot_refresh() {
   g_adds = now.adds;
   g_subs = now.subs;
   g_refreshed = now.adds != ~0ull;
+  __atomic_store_n(&g_refresher, 0, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&g_mutex);
 }
 

@@ -300,3 +300,19 @@ def test_thread_annotations_without_tls(tmp_path, mode):
     assert r.returncode == -signal.SIGSEGV, r.stderr
     rep = fltest.validate(r.report)
     assert fltest.crashed_thread(rep)["annotations"] == {"request": "r-1"}
+
+
+def test_file_argument_takes_the_text(tmp_path, mode):
+    preload = loaded(mode)
+    log = tmp_path / "text.log"
+    dump_log = tmp_path / "dump.log"
+    r = crash(tmp_path, preload=preload, setup=f"""
+    dump_file = open({str(dump_log)!r}, "w")
+    faultline.enable(file=open({str(log)!r}, "w"))
+    faultline.dump_traceback(file=dump_file)""")
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    assert len(r.reports) == 2  # the dump, then the crash
+    crash_text, dump_text = log.read_text(), dump_log.read_text()
+    assert "Fatal Python error: Segmentation fault" in crash_text and "in kernel" in crash_text
+    assert "Current thread" in dump_text and "Segmentation fault" not in dump_text
+    assert "Current thread" not in r.stderr, r.stderr

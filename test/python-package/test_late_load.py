@@ -7,7 +7,6 @@ frame), and its Python frames must equal CPython's faulthandler's, enabled
 in the same process."""
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +19,8 @@ sys.path.insert(0, os.path.join(fltest.SOURCE, "test", "python"))
 import pyenvs  # noqa: E402
 
 SID_ROOT = os.environ.get("FAULTLINE_TORCH_ROOT", "/var/cache/faultline/sid-root")
-WITH_TORCH = {"debian-3.11", "sid-3.14"}
+# Where torch is installed; "compile": torch 2.x, whose Dynamo runs too.
+WITH_TORCH = {"debian-3.11": True, "sid-3.14": "compile"}
 
 CRASH = """
 import ctypes, sys
@@ -28,6 +28,10 @@ if "--torch" in sys.argv:
     import numpy, torch
 import faultline
 faultline.enable(report_dir=sys.argv[1])
+if "--compile" in sys.argv:
+    def double(x):
+        return x * 2
+    torch.compile(double, backend="eager")(torch.ones(2))
 def kernel():
     return ctypes.c_int64.from_address(8).value
 def step():
@@ -51,6 +55,7 @@ def run(python, tmp_path, preload, torch):
     script.write_text(CRASH)
     args = ([] if preload else ["-X", "faulthandler"]) + [str(script), str(reports)]
     args += ["--torch"] if torch else []
+    args += ["--compile"] if torch == "compile" else []
     env = {"PYTHONPATH": PYTHONPATH, "FAULTLINE_LIB": fltest.LIB, "FAULTLINE_STDERR": "0"}
     if python != "sid":
         r = fltest.run([python, *args], preload=preload, env=env, report_dir=str(reports),
@@ -63,35 +68,20 @@ def run(python, tmp_path, preload, torch):
 
 
 def run_in_sid(args, env, preload, tmp_path, reports):
-    """The sid root's python3 in a private mount namespace (nothing is
-    mounted on the host): /proc, /dev, a tmpfs /tmp, and this checkout's
-    build and package bound read-only, the report folder writable."""
+    """The sid root's python3, through tools/torch-root (a private mount
+    namespace; the checkout and the build bound read-only at their own paths,
+    the test's folder writable)."""
     if not os.path.exists(os.path.join(SID_ROOT, ".faultline-root-complete")):
         if os.environ.get("FAULTLINE_PY_ALLOW_MISSING") == "1":
             pytest.skip(f"no sid root at {SID_ROOT}")
-        pytest.fail(f"no sid root at {SID_ROOT} (FAULTLINE_PY_ALLOW_MISSING=1 skips)")
-    if shutil.which("unshare") is None or os.geteuid() != 0:
-        pytest.skip("needs root and unshare")
-    libdir = os.path.dirname(os.path.realpath(fltest.LIB))
-    binds = [(libdir, "/tmp/fl/lib", "ro"), (PYTHONPATH, "/tmp/fl/python", "ro"),
-             (str(tmp_path), "/tmp/fl/work", "rw")]
-    inner = {**env, "PYTHONPATH": "/tmp/fl/python", "FAULTLINE_LIB": "/tmp/fl/lib/libfaultline.so",
-             "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
+        pytest.fail(f"no sid root at {SID_ROOT}: tools/torch-root make (FAULTLINE_PY_ALLOW_MISSING=1 skips)")
+    inner = {**env, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
     if preload:
-        inner["LD_PRELOAD"] = inner["FAULTLINE_LIB"]
-    argv = [a.replace(str(tmp_path), "/tmp/fl/work") for a in args]
-    script = ["set -e", "mount --make-rprivate /", f"mount -t proc proc {SID_ROOT}/proc",
-              f"mount --rbind /dev {SID_ROOT}/dev", f"mount -t tmpfs -o mode=1777 tmpfs {SID_ROOT}/tmp"]
-    for src, dst, mode in binds:
-        script += [f"mkdir -p {SID_ROOT}{dst}", f"mount --bind {src} {SID_ROOT}{dst}"]
-        if mode == "ro":
-            script.append(f"mount -o remount,bind,ro {SID_ROOT}{dst}")
-    envs = " ".join(f"{k}={v}" for k, v in inner.items())
-    script.append(f"exec chroot {SID_ROOT} /usr/bin/env -i {envs} /usr/bin/python3 "
-                  + " ".join(argv))
-    p = subprocess.run(["unshare", "-m", "sh", "-c", "\n".join(script)], capture_output=True,
-                       text=True, timeout=600)
-    # The shell execs chroot, which execs python: its status is the job's.
+        inner["LD_PRELOAD"] = fltest.LIB
+    cmd = [os.path.join(fltest.SOURCE, "tools", "torch-root"), "run", "--bind", fltest.BUILD,
+           "--rw", str(tmp_path), "--cd", str(tmp_path), "--", "env", "-i"]
+    cmd += [f"{k}={v}" for k, v in inner.items()] + ["/usr/bin/python3", *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     return fltest.Run(p.returncode, p.stdout, p.stderr, [], str(reports))
 
 
@@ -104,7 +94,7 @@ def innermost_native(thread):
 def test_late_load_reports_like_preload(python, tmp_path, request):
     if python != "sid":
         pyenvs.require(python)
-    torch = request.node.callspec.id in WITH_TORCH
+    torch = WITH_TORCH.get(request.node.callspec.id, False)
     late_run, late = run(python, tmp_path, preload=False, torch=torch)
     _, pre = run(python, tmp_path, preload=True, torch=torch)
     lt, pt = fltest.crashed_thread(late), fltest.crashed_thread(pre)
@@ -119,3 +109,7 @@ def test_late_load_reports_like_preload(python, tmp_path, request):
     assert late["python"]["version"] == pre["python"]["version"]
     if torch:
         assert late["annotations"]["torch.version"] == pre["annotations"]["torch.version"]
+    if torch == "compile":
+        # Dynamo's compilation, recorded by the hooks enable() installed.
+        crumbs = [b["message"] for b in late["breadcrumbs"]]
+        assert any(c.startswith("torch.compile: compiling double (") for c in crumbs), crumbs

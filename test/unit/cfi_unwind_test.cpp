@@ -275,3 +275,32 @@ TEST_CASE("module snapshot: a module loaded since is noticed") {
   module_snapshot_refresh();
   CHECK(module_snapshot_use(&t, &c, &g_arena));
 }
+
+TEST_CASE("cfi unwinder: a return address follows a call of every length") {
+  safe_read_init();
+  struct Case {
+    unsigned char code[8];
+    int len;
+    bool call;
+  };
+  const Case cases[] = {
+      {{0xe8, 1, 2, 3, 4}, 5, true},              // call rel32
+      {{0xff, 0xd0}, 2, true},                    // call *%rax
+      {{0x41, 0xff, 0xd3}, 3, true},              // call *%r11
+      {{0xff, 0x50, 0x18}, 3, true},              // call *0x18(%rax)
+      {{0x41, 0xff, 0x54, 0x24, 0x18}, 5, true},  // call *0x18(%r12)
+      {{0xff, 0x54, 0x24, 0x08}, 4, true},        // call *0x8(%rsp)
+      {{0xff, 0x15, 1, 2, 3, 4}, 6, true},        // call *disp32(%rip)
+      {{0xff, 0x94, 0x24, 1, 2, 3, 4}, 7, true},  // call *disp32(%rsp)
+      {{0x48, 0x89, 0xe5}, 3, false},             // mov %rsp,%rbp
+      {{0xff, 0xe0}, 2, false},                   // jmp *%rax
+      {{0x90, 0x90, 0x90, 0x90}, 4, false},       // nops
+  };
+  for (const Case& c : cases) {
+    unsigned char buf[16];
+    memset(buf, 0x90, sizeof buf);
+    memcpy(buf + 8 - c.len, c.code, static_cast<size_t>(c.len));
+    CAPTURE(c.len);
+    CHECK(cfi_follows_call(reinterpret_cast<uintptr_t>(buf + 8)) == c.call);
+  }
+}
