@@ -4,7 +4,7 @@
 //
 //   CXX=clang++-14 cmake -S . -B build-fuzz -DFAULTLINE_FUZZ=ON -DFAULTLINE_TESTS=OFF
 //   cmake --build build-fuzz --target report_fuzz
-//   build-fuzz/src/report/report_fuzz fuzz/report_corpus test/data -max_total_time=60
+//   build-fuzz/fuzz/report_fuzz fuzz/report_corpus test/data -max_total_time=60
 #include <cstddef>
 #include <cstdint>
 #include <string>

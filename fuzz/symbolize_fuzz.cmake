@@ -1,13 +1,10 @@
-# libFuzzer targets of the symbolizer, included from src/symbolize/CMakeLists.txt
+# libFuzzer targets of the symbolizer, included from fuzz/CMakeLists.txt
 # when FAULTLINE_FUZZ is on. Configure a separate build with clang:
 #   CXX=clang++-14 CC=clang-14 cmake -S . -B build-fuzz -DFAULTLINE_FUZZ=ON
 #   cmake --build build-fuzz --target symbolize_elf_fuzzer symbolize_report_fuzzer
 # test/symbolize/CMakeLists.txt registers the short ctest runs (label: fuzz);
 # doc/symbolize.md has the longer run.
-if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-  message(FATAL_ERROR "FAULTLINE_FUZZ needs clang (libFuzzer): CXX=clang++-14")
-endif()
-
+get_target_property(FAULTLINE_SYMBOLIZE_SOURCES faultline_symbolize SOURCES)
 set(FAULTLINE_SYM_FUZZ_DIR ${PROJECT_BINARY_DIR}/fuzz-symbolize)
 set(FAULTLINE_SYM_FUZZ_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined)
 

@@ -1,80 +1,79 @@
-// What the crash path captures, before it is written as JSON. All of it lives
-// in the arena; nothing here owns heap memory.
+// The capture: everything the crash owner gathers about the process before
+// anything is written. capture_all fills it phase by phase (phase.h), in the
+// arena; the report writer, the stderr summary and the torchelastic error
+// file only read it.
 #pragma once
 
 #include <signal.h>
-#include <stddef.h>
 #include <stdint.h>
-#include <sys/types.h>
 #include <ucontext.h>
 
-#include "core/classify.h"
+#include "core/annotations.h"
+#include "core/frames.h"
+#include "core/modules.h"
+#include "core/phase.h"
+#include "core/python.h"
 
 namespace faultline::core {
 
-struct Module {
-  uintptr_t base;  // lowest mapped address (load bias + lowest PT_LOAD vaddr)
-  uintptr_t end;   // one past the highest mapped address
-  uintptr_t bias;  // l_addr: ELF vaddr + bias = runtime address
-  const char* path;
-  uint8_t build_id[32];
-  uint8_t build_id_len;
-  bool is_main;
-  bool is_vdso;
+constexpr int kMaxThreads = 512;
+constexpr int kMaxPhases = 16;
+constexpr int kMaxModules = 2048;
+
+// What the report is about (the report's "kind").
+enum class CaptureKind : uint8_t {
+  kCrash,      // a fatal signal
+  kTerminate,  // abort() from our std::terminate handler: an uncaught C++ exception
+  kDump,       // a live dump: the process goes on
+};
+const char* capture_kind_name(CaptureKind k);  // "crash", "terminate", "dump"
+
+// Filled at crash time.
+struct Capture {
+  CaptureKind kind;
+  int signo;
+  siginfo_t info;
+  ucontext_t uc;
+  bool have_uc;
+  pid_t pid, tid;
+  int64_t time_sec, time_nsec;
+  uint64_t start_ns;  // monotonic at handler entry
+  ModuleTable modules;
+  ThreadCapture* threads;
+  int nthreads;
+  int threads_total;         // threads the process had
+  int threads_cut;           // listed without stacks because of the cap
+  uint64_t threads_park_ns;  // how long the other threads took to answer
+  bool watchdog_noted;
+  PythonCapture python;
+  CaptureErrors errors;
+  // What the application recorded.
+  AnnotationView* annotations;
+  int nannotations;
+  AnnotationView* thread_annotations;  // the crashing thread's
+  int nthread_annotations;
+  BreadcrumbView* breadcrumbs;
+  int nbreadcrumbs;
+  AnnotationView* callback_items;  // what the user callback added
+  int ncallback_items;
+  // How long each capture phase took.
+  struct PhaseTime {
+    Phase phase;
+    uint64_t ns;
+  } phases[kMaxPhases];
+  int nphases;
+  // Diagnosis (computed after capture).
+  char summary[512];
+  const char* category;
+  char signature[17];
 };
 
-struct NativeFrame {
-  uintptr_t pc;
-  uintptr_t sp;
-  int module;          // index into CrashCapture::modules, -1 if none
-  const char* symbol;  // raw name from .symtab/.dynsym, nullptr if none
-  uintptr_t symbol_offset;
-  bool signal_frame;     // pc is exact (interrupted, not a return address)
-  const Origin* origin;  // classification (set after symbolization)
-};
+// Starts a capture afresh in the crash arena (and frees the descriptor kept
+// in reserve, so the report can be opened). nullptr without an arena.
+Capture* begin_capture();
 
-// One Python frame (filled by the Python walker).
-struct PyFrame {
-  const char* file;
-  const char* function;
-  const char* qualname;  // nullptr where the version has none
-  int line;
-  bool entry;            // first frame of a C-level call into the interpreter
-  uintptr_t frame_addr;  // interpreter frame address (for interleaving)
-  // 3.12+: on an entry frame, the address of the C-stack shim frame its eval
-  // call pushed (it lives in that _PyEval_EvalFrameDefault's native frame);
-  // 0 where the version has none.
-  uintptr_t entry_shim;
-};
-
-enum class Unwinder : uint8_t { kNone, kLibunwind, kFramePointer, kLibunwindThenFp };
-
-struct ThreadCapture {
-  pid_t tid;
-  char name[32];
-  bool crashed;
-  bool captured;  // native frames were captured
-  Unwinder unwinder;
-  int frames_total;  // frames seen (> nframes when truncated)
-  int nframes;
-  NativeFrame* frames;
-  int npy;  // Python frames
-  int py_total;
-  PyFrame* py;
-  bool holds_gil;
-  const char* note;  // why not captured, etc.
-  char state;        // from /proc stat, 0 if unknown
-  char wchan[48];    // from /proc wchan, for threads that did not answer
-};
-
-constexpr int kMaxErrors = 32;
-
-struct CaptureErrors {
-  const char* items[kMaxErrors];
-  int count;
-  void add(const char* e) {
-    if (count < kMaxErrors) items[count++] = e;
-  }
-};
+// Runs every capture phase for the signal signo (info, ucontext ucv) on the
+// calling thread, then the diagnosis.
+void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void* ucv);
 
 }  // namespace faultline::core

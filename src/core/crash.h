@@ -1,6 +1,11 @@
-// The crash path's state: everything prepared at install and everything
-// captured at crash time. One global instance (g_crash), set up by src/install/install.cpp
-// in normal context and used by the handler.
+// The crash path's state: everything prepared at install (Config) and the
+// arena the capture lives in. One global instance (g_crash), set up by
+// src/install/install.cpp in normal context and used by the handler.
+//
+// This header also brings in the crash path's function headers, so that a
+// file that includes it sees the whole crash path: capture.h (the capture),
+// handler.h (the entry points), crash_stack.h, watchdog.h, report_file.h,
+// diagnosis.h, report_writer.h and stderr_summary.h.
 #pragma once
 
 #include <signal.h>
@@ -9,9 +14,16 @@
 #include "core/annotations.h"
 #include "core/arena.h"
 #include "core/capture.h"
+#include "core/crash_stack.h"
+#include "core/diagnosis.h"
 #include "core/fd_identity.h"
+#include "core/handler.h"
 #include "core/modules.h"
 #include "core/python.h"
+#include "core/report_file.h"
+#include "core/report_writer.h"
+#include "core/stderr_summary.h"
+#include "core/watchdog.h"
 
 struct faultline_callback_writer;
 
@@ -35,53 +47,11 @@ struct Config {
   int watchdog_seconds{};
   size_t arena_bytes{};
   // Process facts gathered at install.
-  char argv[8192]{};  // NUL-separated
+  bool scrub{true};        // secrets in argv filtered (FAULTLINE_SCRUB)
+  char scrub_keys[512]{};  // FAULTLINE_SCRUB_KEYS: more sensitive words, comma-separated
+  char argv[8192]{};       // NUL-separated
   int argv_len{};
   int64_t start_sec{}, start_nsec{};
-};
-
-constexpr int kMaxThreads = 512;
-constexpr int kMaxPhases = 16;
-constexpr int kMaxModules = 2048;
-
-// Filled at crash time.
-struct Capture {
-  const char* kind;  // "crash"
-  int signo;
-  siginfo_t info;
-  ucontext_t uc;
-  bool have_uc;
-  pid_t pid, tid;
-  int64_t time_sec, time_nsec;
-  uint64_t start_ns;  // monotonic at handler entry
-  ModuleTable modules;
-  ThreadCapture* threads;
-  int nthreads;
-  int threads_total;         // threads the process had
-  int threads_cut;           // listed without stacks because of the cap
-  uint64_t threads_park_ns;  // how long the other threads took to answer
-  bool watchdog_noted;
-  PythonCapture python;
-  CaptureErrors errors;
-  // What the application recorded.
-  AnnotationView* annotations;
-  int nannotations;
-  AnnotationView* thread_annotations;  // the crashing thread's
-  int nthread_annotations;
-  BreadcrumbView* breadcrumbs;
-  int nbreadcrumbs;
-  AnnotationView* callback_items;  // what the user callback added
-  int ncallback_items;
-  // How long each capture phase took.
-  struct PhaseTime {
-    const char* name;  // "modules: ..." (the part before ':' is the phase)
-    uint64_t ns;
-  } phases[kMaxPhases];
-  int nphases;
-  // Diagnosis (computed after capture).
-  char summary[512];
-  const char* category;
-  char signature[17];
 };
 
 struct CrashState {
@@ -119,27 +89,5 @@ extern SecondaryCrash g_secondary[kMaxSecondary];
 extern volatile int g_nsecondary;
 
 extern CrashState g_crash;
-
-// handler.cpp
-void crash_signal_handler(int signo, siginfo_t* info, void* ucontext);
-void dump_signal_handler(int signo, siginfo_t* info, void* ucontext);
-// Install time: the stack the owner of a crash runs on (see handler.cpp).
-bool make_crash_stack();
-// True once the watchdog's first stage has passed (handler.cpp).
-bool watchdog_fired();
-// In a fork child: nobody owns a crash there.
-void reset_ownership_after_fork();
-int dumps_written();
-const char* last_report_path();
-
-// report.cpp: the diagnosis, and the two outputs.
-void diagnose(Capture* c);
-// The crashed thread's capture (nullptr for a dump), and the Python thread
-// running on a native thread (nullptr if none).
-const ThreadCapture* crashed_thread(const Capture& c);
-const PyThread* python_thread_for(const Capture& c, pid_t tid);
-// Writes the JSON report to fd through a buffer from the arena.
-bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err);
-void write_stderr_summary(const Capture& c, const Config& cfg);
 
 }  // namespace faultline::core

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "core/arena.h"
-#include "core/capture.h"
+#include "core/frames.h"
 #include "core/modules.h"
 
 namespace faultline::core {

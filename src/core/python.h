@@ -11,7 +11,7 @@
 #include <sys/types.h>
 
 #include "core/arena.h"
-#include "core/capture.h"
+#include "core/frames.h"
 #include "core/modules.h"
 
 namespace faultline::core {

@@ -10,9 +10,7 @@ namespace faultline::core {
 
 using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
 extern SigactionFn g_real_sigaction;
-// Install side (src/install/sigaction_hook.cpp).
-extern volatile int g_stay_in_front;
-void resolve_real_sigaction();
+// Set at install by src/install/sigaction_hook.h's resolve_real_sigaction.
 
 inline int real_sigaction(int signo, const struct sigaction* act, struct sigaction* old) {
   return g_real_sigaction ? g_real_sigaction(signo, act, old) : ::sigaction(signo, act, old);

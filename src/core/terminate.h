@@ -1,5 +1,5 @@
-// Uncaught C++ exceptions. A std::terminate handler (installed at install,
-// normal context) records the exception's type (mangled; the offline side
+// Uncaught C++ exceptions. A std::terminate handler (src/install/terminate.h,
+// installed in normal context) records the exception's type (mangled; the offline side
 // demangles) and what() in static memory, then hands over to the previous
 // terminate handler, whose abort() produces a report of kind "terminate".
 #pragma once
@@ -16,9 +16,5 @@ struct TerminateInfo {
 };
 
 extern TerminateInfo g_terminate;
-
-// Install time (defined in src/install/terminate.cpp, compiled with exceptions).
-void install_terminate_handler();
-void uninstall_terminate_handler();
 
 }  // namespace faultline::core

@@ -9,78 +9,105 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #include "core/crash.h"
 #include "core/recover.h"
 #include "core/sigaction_real.h"
 #include "core/str.h"
+#include "core/sys.h"
 #include "core/unwind.h"
+#include "core/unwind_cfi.h"
+#include "core/watchdog.h"
 
 namespace faultline::core {
 namespace {
 
-// One request per thread slot. state: 0 idle or withdrawn, 1 requested,
-// 2 claimed by the target, 3 parked (uc is set; the target waits for the
-// owner to unwind it), 4 done (unwound by itself, or released by the
-// owner), 5 gone (the thread exited before it was asked). Written by the owner before the signal,
-// by the target after.
+// Where one thread's stack request stands. The owner moves it to
+// kRequested before the signal; the target claims it, then either finishes
+// (kDone) or parks (kParked) for the owner to unwind it and let it go
+// (kDone). The owner withdraws what was not claimed in time (kIdle).
+enum class RequestState : int {
+  kIdle,       // idle, or withdrawn by the owner
+  kRequested,  // asked; the signal is on its way
+  kClaimed,    // the target is answering
+  kParked,     // uc is set; the target waits for the owner to unwind it
+  kDone,       // unwound by itself, or released by the owner
+  kGone,       // the thread exited before it could be asked
+};
+using AtomicRequestState = std::atomic<RequestState>;
+static_assert(AtomicRequestState::is_always_lock_free &&
+                  sizeof(AtomicRequestState) == sizeof(int) &&
+                  std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free,
+              "a request state is a futex word");
+
+// One request per thread slot. Written by the owner before the signal, by
+// the target after.
 struct Request {
   volatile pid_t tid;
-  volatile int state;
+  AtomicRequestState state;
   ThreadCapture* slot;
   int max_frames;
   const ucontext_t* volatile uc;
 };
+
+bool move(AtomicRequestState& s, RequestState from, RequestState to) {
+  return s.compare_exchange_strong(from, to, std::memory_order_acq_rel);
+}
+RequestState load(const AtomicRequestState& s) {
+  return s.load(std::memory_order_acquire);
+}
 
 // A parked thread gives up waiting after 30 s: by then the process has been
 // ended by the watchdog, or the owner has died.
 constexpr int kMaxParkSeconds = 30;
 // Threads unwinding themselves right now. A late one (past the owner's
 // deadline) still writes into its slot, so a new capture waits for it.
-volatile int g_inflight = 0;
+std::atomic<int> g_inflight{0};
 
 // How many threads have answered (unwound or parked) in this capture; the
 // owner sleeps on it.
-volatile int g_answered = 0;
+std::atomic<int> g_answered{0};  // a futex word
 const ModuleTable* volatile g_modules = nullptr;
 
 struct Request;
 void unwind_into(const ucontext_t* uc, Request& r);
 
-// True when this thread's current stack has room for libunwind: not on a
-// signal stack, or on one of at least 48 KiB.
+// True when this thread's current stack has room for its unwinder: not on
+// a signal stack, or on one of at least 48 KiB for libunwind, or with at
+// least kCfiStackBytes left below us for the CFI unwinder (Python's
+// faulthandler gives the main thread a 16 KiB signal stack: with the CFI
+// unwinder it unwinds itself instead of parking).
 bool stack_is_roomy() {
   stack_t ss;
   if (sigaltstack(nullptr, &ss) != 0) return false;
   if (!(ss.ss_flags & SS_ONSTACK)) return true;
+  if (unwinder_choice() == UnwinderChoice::kCfi && unwind_cfi_modules().count > 0) {
+    char here;
+    uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
+    uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
+    if (sp > lo && sp - lo >= kCfiStackBytes) return true;
+  }
   return ss.ss_size >= (48u << 10);
 }
 
-// futex(2): raw system calls, async-signal-safe.
-void futex_wait(volatile int* addr, int expected, int timeout_ms) {
+// futex(2) on a 32-bit atomic: raw system calls, async-signal-safe.
+void futex_wait(const void* addr, int expected, int timeout_ms) {
   struct timespec ts = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
   syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
 }
 
-void futex_wake(volatile int* addr) {
+void futex_wake(const void* addr) {
   syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 0x7fffffff, nullptr, nullptr, 0);
 }
 
 constexpr int kMaxRequests = 1024;
 Request g_requests[kMaxRequests];
 volatile int g_nrequests = 0;
-volatile int g_active = 0;
+std::atomic<bool> g_active{false};  // a capture is asking
 int g_signo = 0;
 struct sigaction g_previous;
 pid_t g_pid = 0;
-
-__thread const ucontext_t* t_secondary_uc __attribute__((tls_model("initial-exec")));
-
-pid_t sys_gettid() {
-  return static_cast<pid_t>(syscall(SYS_gettid));
-}
-pid_t sys_getpid() {
-  return static_cast<pid_t>(syscall(SYS_getpid));
-}
 
 void chain_previous(int signo, siginfo_t* info, void* uc) {
   if (g_previous.sa_flags & SA_SIGINFO) {
@@ -97,19 +124,23 @@ void chain_previous(int signo, siginfo_t* info, void* uc) {
 // mask would cost a system call per thread.
 __attribute__((noinline)) void unwind_into(const ucontext_t* uc, Request& r) {
   CaptureErrors errors = {};
-  if (sigsetjmp(t_recover, 0) == 0) {
-    t_recover_armed = 1;
+  ThreadState* ts = thread_state();
+  if (!ts) {
+    unwind_from_context(uc, *g_modules, r.slot, r.max_frames, &errors);
+  } else if (sigsetjmp(ts->recover, 0) == 0) {
+    ts->recover_armed = 1;
     unwind_from_context(uc, *g_modules, r.slot, r.max_frames, &errors);
   } else {
     errors.add("unwind: fault while unwinding this thread (frames so far kept)");
   }
-  t_recover_armed = 0;
+  if (ts) ts->recover_armed = 0;
   if (errors.count && !r.slot->note) r.slot->note = errors.items[0];
 }
 
 void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
   int saved = errno;
-  if (!g_active || info->si_code != SI_TKILL || info->si_pid != sys_getpid()) {
+  if (!g_active.load(std::memory_order_acquire) || info->si_code != SI_TKILL ||
+      info->si_pid != sys_getpid()) {
     errno = saved;
     chain_previous(signo, info, ucv);  // not ours: the program's own use of the signal
     return;
@@ -118,24 +149,23 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
   int n = g_nrequests;
   for (int i = 0; i < n && i < kMaxRequests; ++i) {
     Request& r = g_requests[i];
-    int expected = 1;
-    if (r.tid != self || !__atomic_compare_exchange_n(&r.state, &expected, 2, false,
-                                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    if (r.tid != self || !move(r.state, RequestState::kRequested, RequestState::kClaimed)) {
       continue;
     }
-    const ucontext_t* uc = t_secondary_uc ? t_secondary_uc : static_cast<ucontext_t*>(ucv);
+    ThreadState* ts = thread_state_find();
+    const ucontext_t* secondary = ts ? ts->secondary_uc : nullptr;
+    const ucontext_t* uc = secondary ? secondary : static_cast<ucontext_t*>(ucv);
     // Our own name, without three /proc system calls in the owner.
     prctl(PR_GET_NAME, r.slot->name, 0, 0, 0);
-    if (t_secondary_uc) r.slot->note = "this thread crashed too, after the first crash";
+    if (secondary) r.slot->note = "this thread crashed too, after the first crash";
     if (stack_is_roomy()) {
       // Unwind ourselves, here: another thread may hold the loader's lock
       // that libunwind takes, and it can only let go if it is not parked.
-      __atomic_fetch_add(&g_inflight, 1, __ATOMIC_ACQ_REL);
+      g_inflight.fetch_add(1, std::memory_order_acq_rel);
       unwind_into(uc, r);
-      __atomic_fetch_sub(&g_inflight, 1, __ATOMIC_ACQ_REL);
-      int claimed = 2;
-      __atomic_compare_exchange_n(&r.state, &claimed, 4, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-      __atomic_fetch_add(&g_answered, 1, __ATOMIC_ACQ_REL);
+      g_inflight.fetch_sub(1, std::memory_order_acq_rel);
+      move(r.state, RequestState::kClaimed, RequestState::kDone);
+      g_answered.fetch_add(1, std::memory_order_acq_rel);
       futex_wake(&g_answered);
       break;
     }
@@ -144,17 +174,13 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     // unwind us from our context on its own stack. Only if the owner still
     // expects us: a late answer must not park forever.
     r.uc = uc;
-    int claimed = 2;
-    if (!__atomic_compare_exchange_n(&r.state, &claimed, 3, false, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE)) {
-      break;
-    }
-    __atomic_fetch_add(&g_answered, 1, __ATOMIC_ACQ_REL);
+    if (!move(r.state, RequestState::kClaimed, RequestState::kParked)) break;
+    g_answered.fetch_add(1, std::memory_order_acq_rel);
     futex_wake(&g_answered);
     // Sleep in the kernel until released.
-    for (int waited_s = 0; __atomic_load_n(&r.state, __ATOMIC_ACQUIRE) == 3; ++waited_s) {
+    for (int waited_s = 0; load(r.state) == RequestState::kParked; ++waited_s) {
       if (waited_s > kMaxParkSeconds) break;  // the owner is gone: never hang a thread
-      futex_wait(&r.state, 3, 1000);
+      futex_wait(&r.state, static_cast<int>(RequestState::kParked), 1000);
     }
     break;
   }
@@ -207,35 +233,30 @@ void read_thread_name(pid_t tid, char* out, size_t cap) {
 }
 
 void note_secondary_crash(const ucontext_t* uc) {
-  t_secondary_uc = uc;
+  if (ThreadState* ts = thread_state()) ts->secondary_uc = uc;
 }
 
 void threads_abort_capture() {
-  if (!__atomic_load_n(&g_active, __ATOMIC_ACQUIRE) && g_nrequests == 0) return;
-  __atomic_store_n(&g_active, 0, __ATOMIC_RELEASE);
+  if (!g_active.load(std::memory_order_acquire) && g_nrequests == 0) return;
+  g_active.store(false, std::memory_order_release);
   int n = g_nrequests;
   for (int i = 0; i < n && i < kMaxRequests; ++i) {
     Request& r = g_requests[i];
-    int requested = 1;
-    __atomic_compare_exchange_n(&r.state, &requested, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-    int parked = 3;
-    if (__atomic_compare_exchange_n(&r.state, &parked, 4, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE)) {
-      futex_wake(&r.state);
-    }
+    move(r.state, RequestState::kRequested, RequestState::kIdle);
+    if (move(r.state, RequestState::kParked, RequestState::kDone)) futex_wake(&r.state);
   }
   g_nrequests = 0;
 }
 
 void threads_reset_after_fork() {
-  g_active = 0;
+  g_active.store(false, std::memory_order_relaxed);
   g_nrequests = 0;
-  g_inflight = 0;
-  g_answered = 0;
+  g_inflight.store(0, std::memory_order_relaxed);
+  g_answered.store(0, std::memory_order_relaxed);
 }
 
 bool threads_quiet(int timeout_ms) {
-  for (int waited = 0; __atomic_load_n(&g_inflight, __ATOMIC_ACQUIRE) > 0; ++waited) {
+  for (int waited = 0; g_inflight.load(std::memory_order_acquire) > 0; ++waited) {
     if (waited >= timeout_ms) return false;
     struct timespec pause = {0, 1000 * 1000};
     nanosleep(&pause, nullptr);
@@ -313,101 +334,100 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
     r.tid = t->tid;
     r.slot = t;
     r.max_frames = max_frames;
-    __atomic_store_n(&r.state, 1, __ATOMIC_RELEASE);
+    r.state.store(RequestState::kRequested, std::memory_order_release);
   }
   g_nrequests = nreq;
-  __atomic_store_n(&g_answered, 0, __ATOMIC_RELEASE);
+  g_answered.store(0, std::memory_order_release);
   g_modules = &modules;
-  __atomic_store_n(&g_active, 1, __ATOMIC_RELEASE);
+  g_active.store(true, std::memory_order_release);
   int gone = 0;
   for (int i = 0; i < nreq; ++i) {
     if (syscall(SYS_tgkill, sys_getpid(), g_requests[i].tid, g_signo) != 0) {
       ++gone;
-      g_requests[i].state = 5;  // gone (exited meanwhile)
+      g_requests[i].state.store(RequestState::kGone, std::memory_order_release);
       g_requests[i].slot->note = "thread exited before it could be asked for its stack";
     }
   }
   // One deadline for all: threads park in parallel; each wakes us.
-  struct timespec start, now;
-  clock_gettime(CLOCK_MONOTONIC, &start);
+  uint64_t start = monotonic_ns();
   for (;;) {
-    int answered = __atomic_load_n(&g_answered, __ATOMIC_ACQUIRE);
+    int answered = g_answered.load(std::memory_order_acquire);
     if (answered >= nreq - gone) break;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    long elapsed_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    long elapsed_ms = static_cast<long>((monotonic_ns() - start) / 1000000);
     if (elapsed_ms >= timeout_ms) break;
     long left = timeout_ms - elapsed_ms;
     futex_wait(&g_answered, answered, left < 20 ? static_cast<int>(left) : 20);
   }
   // Withdraw what was not answered, so a late answer finds nothing to do.
-  __atomic_store_n(&g_active, 0, __ATOMIC_RELEASE);
+  g_active.store(false, std::memory_order_release);
   int unanswered = 0;
   for (int i = 0; i < nreq; ++i) {
     Request& r = g_requests[i];
-    int expected = 1;
-    if (__atomic_compare_exchange_n(&r.state, &expected, 0, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE)) {
+    if (move(r.state, RequestState::kRequested, RequestState::kIdle)) {
       ++unanswered;
       r.slot->captured = false;
-      r.slot->state = read_thread_state(r.tid);
+      r.slot->proc_state = read_thread_state(r.tid);
       read_task_file(r.tid, "wchan", r.slot->wchan, sizeof r.slot->wchan);
       r.slot->note =
           "did not answer the thread-dump signal (signals blocked or stuck in the kernel)";
       r.slot->nframes = 0;
     }
   }
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  *park_ns = static_cast<uint64_t>((now.tv_sec - start.tv_sec) * 1000000000L +
-                                   (now.tv_nsec - start.tv_nsec));
+  *park_ns = monotonic_ns() - start;
   // Threads that parked are unwound here, then let go; threads that
   // unwound themselves are done; a thread still unwinding itself when the
   // deadline passed keeps what it has written so far.
   for (int i = 0; i < nreq; ++i) {
     Request& r = g_requests[i];
-    int st = __atomic_load_n(&r.state, __ATOMIC_ACQUIRE);
-    if (st == 4) {
+    RequestState st = load(r.state);
+    if (st == RequestState::kDone) {
       r.slot->captured = r.slot->nframes > 0;
       continue;
     }
-    int expected = 2;
-    if (st == 2 && __atomic_compare_exchange_n(&r.state, &expected, 0, false, __ATOMIC_ACQ_REL,
-                                               __ATOMIC_ACQUIRE)) {
+    RequestState expected = RequestState::kClaimed;
+    if (st == RequestState::kClaimed &&
+        r.state.compare_exchange_strong(expected, RequestState::kIdle, std::memory_order_acq_rel)) {
       ++unanswered;
       r.slot->captured = r.slot->nframes > 0;
       r.slot->note = "still unwinding when the wait ended; frames may be incomplete";
       continue;
     }
-    if (expected == 4) {  // it finished just now
+    if (expected == RequestState::kDone) {  // it finished just now
       r.slot->captured = r.slot->nframes > 0;
       continue;
     }
-    if (watchdog_fired() && __atomic_load_n(&r.state, __ATOMIC_ACQUIRE) == 3) {
+    if (watchdog_fired() && load(r.state) == RequestState::kParked) {
       // Out of time: let the parked thread go without its stack.
       r.slot->note = "not unwound: the watchdog cut the capture short";
-      __atomic_store_n(&r.state, 4, __ATOMIC_RELEASE);
+      r.state.store(RequestState::kDone, std::memory_order_release);
       futex_wake(&r.state);
       continue;
     }
-    if (__atomic_load_n(&r.state, __ATOMIC_ACQUIRE) != 3) continue;
+    if (load(r.state) != RequestState::kParked) continue;
     CaptureErrors local = {};
     // A corrupt stack ends that thread's walk, not the capture: a recovery
     // point of its own, and the enclosing phase's restored afterwards.
+    ThreadState* ts = thread_state();
     sigjmp_buf outer;
-    __builtin_memcpy(&outer, &t_recover, sizeof outer);
-    int outer_armed = t_recover_armed;
+    volatile int outer_armed = ts ? ts->recover_armed : 0;
+    if (ts) __builtin_memcpy(&outer, &ts->recover, sizeof outer);
     // savemask 0: our handlers block nothing extra (SA_NODEFER, empty
     // sa_mask), and saving the mask would cost a system call per thread.
-    if (sigsetjmp(t_recover, 0) == 0) {
-      t_recover_armed = 1;
+    if (!ts) {
+      unwind_from_context(r.uc, modules, r.slot, r.max_frames, &local);
+    } else if (sigsetjmp(ts->recover, 0) == 0) {
+      ts->recover_armed = 1;
       unwind_from_context(r.uc, modules, r.slot, r.max_frames, &local);
     } else {
       local.add("unwind: fault while unwinding this thread (frames so far kept)");
     }
-    __builtin_memcpy(&t_recover, &outer, sizeof outer);
-    t_recover_armed = outer_armed;
+    if (ts) {
+      __builtin_memcpy(&ts->recover, &outer, sizeof outer);
+      ts->recover_armed = outer_armed;
+    }
     if (local.count && !r.slot->note) r.slot->note = local.items[0];
     r.slot->captured = r.slot->nframes > 0;
-    __atomic_store_n(&r.state, 4, __ATOMIC_RELEASE);
+    r.state.store(RequestState::kDone, std::memory_order_release);
     futex_wake(&r.state);
   }
   g_nrequests = 0;
@@ -418,8 +438,8 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
   }
   if (unanswered) errors->add("threads: some threads did not answer in time; see their notes");
   for (int i = 1; i < count; ++i) {
-    if (!threads[i].captured && !threads[i].state)
-      threads[i].state = read_thread_state(threads[i].tid);
+    if (!threads[i].captured && !threads[i].proc_state)
+      threads[i].proc_state = read_thread_state(threads[i].tid);
   }
   return count;
 }

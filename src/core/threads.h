@@ -14,7 +14,7 @@
 #include <signal.h>
 
 #include "core/arena.h"
-#include "core/capture.h"
+#include "core/frames.h"
 #include "core/modules.h"
 
 namespace faultline::core {

@@ -6,6 +6,8 @@
 // on to, and the caller is told about the handler it replaced, as if it were
 // installed. Everything else passes straight to libc. Install-side code: it
 // runs in the program's context, not in faultline's handler.
+#include "install/sigaction_hook.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>

@@ -1,7 +1,7 @@
 // Compiled with exceptions (see CMakeLists.txt): it has to look at the
 // exception in flight. Runs in normal context inside std::terminate, never in
 // a signal handler.
-#include "core/terminate.h"
+#include "install/terminate.h"
 
 #include <cxxabi.h>
 #include <sys/syscall.h>
@@ -11,6 +11,8 @@
 #include <typeinfo>
 
 #include "core/str.h"
+#include "core/sys.h"
+#include "core/terminate.h"
 
 namespace faultline::core {
 
@@ -34,7 +36,7 @@ bool g_installed = false;
       // Not a std::exception (throw 42): the type is all there is.
     }
   }
-  t.tid = static_cast<int>(syscall(SYS_gettid));
+  t.tid = static_cast<int>(sys_gettid());
   __atomic_store_n(&t.set, 1, __ATOMIC_RELEASE);
   // The previous handler (libstdc++'s verbose one prints the familiar
   // "terminate called after throwing ...") ends with abort(), which our

@@ -1,6 +1,6 @@
 // Crash signatures and grouping of many reports (offline).
 //
-//   TriageResult t = triage_directory("/shared/crashes");
+//   TriageResult t = triage_directory("/var/crashes");
 //   for (const TriageGroup& g : t.groups) fmt::print("{} x{}\n", g.signature, g.count);
 //
 // Reports group by diagnosis.signature, the writer's fingerprint. A report

@@ -62,7 +62,7 @@ const Capture& sample_capture() {
   g_pythread.frames_total = 2;
   g_pythread.frames = g_py;
   std::memset(&g_capture, 0, sizeof g_capture);
-  g_capture.kind = "crash";
+  g_capture.kind = CaptureKind::kCrash;
   g_capture.signo = 11;
   g_capture.pid = 4242;
   g_capture.tid = 4242;

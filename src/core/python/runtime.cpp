@@ -7,6 +7,7 @@
 #include "core/elf_symbols.h"
 #include "core/safe_read.h"
 #include "core/str.h"
+#include "core/sys.h"
 
 namespace faultline::core::python {
 
@@ -111,7 +112,7 @@ long find_pthread_tid_offset() {
   // our tid finds the field's offset without depending on a glibc version.
   uintptr_t self = 0;
   __asm__ volatile("mov %%fs:0x10, %0" : "=r"(self));
-  int32_t tid = static_cast<int32_t>(syscall(SYS_gettid));
+  int32_t tid = static_cast<int32_t>(sys_gettid());
   int32_t words[512];  // 2 KiB: struct pthread's tid sits at 0x2d0 in glibc 2.3x
   if (!self || !safe_read(words, self, sizeof words)) return -1;
   for (int i = 0; i < 512; ++i) {

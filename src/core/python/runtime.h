@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "core/capture.h"
+#include "core/frames.h"
 #include "core/modules.h"
 #include "core/python/layouts.h"
 

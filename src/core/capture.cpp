@@ -1,0 +1,192 @@
+#include "core/capture.h"
+
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/crash.h"
+#include "core/diagnosis.h"
+#include "core/elf_symbols.h"
+#include "core/module_snapshot.h"
+#include "core/safe_read.h"
+#include "core/str.h"
+#include "core/sys.h"
+#include "core/threads.h"
+#include "core/unwind.h"
+#include "core/unwind_cfi.h"
+
+namespace faultline::core {
+namespace {
+
+void release_reserved_fd() {
+  int fd = __atomic_exchange_n(&g_crash.reserved_fd, -1, __ATOMIC_ACQ_REL);
+  // Only if the number is still ours: never close the program's file.
+  if (fd >= 0 && fd_still(fd, g_crash.reserved_id)) close(fd);
+}
+
+void capture_annotations(Capture* c, Arena* arena) {
+  constexpr size_t kStorage = kMaxAnnotations * (kAnnotationKeyBytes + kAnnotationValueBytes);
+  char* storage = static_cast<char*>(arena->alloc(kStorage, 1));
+  c->annotations = arena->alloc_array<AnnotationView>(kMaxAnnotations);
+  if (storage && c->annotations) {
+    c->nannotations = annotations_snapshot(c->annotations, kMaxAnnotations, storage, kStorage);
+  }
+  constexpr size_t kThreadStorage =
+      kMaxThreadAnnotations * (kAnnotationKeyBytes + kThreadValueBytes);
+  storage = static_cast<char*>(arena->alloc(kThreadStorage, 1));
+  c->thread_annotations = arena->alloc_array<AnnotationView>(kMaxThreadAnnotations);
+  if (storage && c->thread_annotations) {
+    c->nthread_annotations = thread_annotations_snapshot(
+        c->thread_annotations, kMaxThreadAnnotations, storage, kThreadStorage);
+  }
+  constexpr size_t kCrumbStorage = kMaxBreadcrumbs * kBreadcrumbBytes;
+  storage = static_cast<char*>(arena->alloc(kCrumbStorage, 1));
+  c->breadcrumbs = arena->alloc_array<BreadcrumbView>(kMaxBreadcrumbs);
+  if (storage && c->breadcrumbs) {
+    c->nbreadcrumbs = breadcrumbs_snapshot(c->breadcrumbs, kMaxBreadcrumbs, storage, kCrumbStorage);
+  }
+}
+
+// Gives every native frame its origin. Frames of one function share one
+// symbol string (the symbolizer's name cache), so a small cache keyed by
+// (module, symbol) classifies a thousand-frame capture with a few dozen
+// table walks.
+void classify_frames(Capture* c) {
+  struct Entry {
+    int module;
+    const char* symbol;
+    const Origin* origin;
+  };
+  constexpr int kSlots = 512;
+  static Entry cache[kSlots];  // static: the signal stack may be small
+  for (Entry& e : cache) e = {-2, nullptr, nullptr};
+  for (int t = 0; t < c->nthreads; ++t) {
+    ThreadCapture& th = c->threads[t];
+    for (int i = 0; i < th.nframes; ++i) {
+      NativeFrame& f = th.frames[i];
+      uintptr_t key =
+          reinterpret_cast<uintptr_t>(f.symbol) ^ (static_cast<uintptr_t>(f.module) << 4);
+      Entry& e = cache[(key >> 3) % kSlots];
+      if (e.module == f.module && e.symbol == f.symbol && e.origin) {
+        f.origin = e.origin;
+        continue;
+      }
+      f.origin =
+          &classify_native(f.module >= 0 ? c->modules.items[f.module].path : nullptr, f.symbol);
+      e = {f.module, f.symbol, f.origin};
+    }
+  }
+}
+
+void assign_modules(const Capture& c, ThreadCapture* t) {
+  for (int i = 0; i < t->nframes; ++i)
+    t->frames[i].module = find_module(c.modules, t->frames[i].pc);
+}
+
+}  // namespace
+
+const char* capture_kind_name(CaptureKind k) {
+  switch (k) {
+    case CaptureKind::kTerminate:
+      return "terminate";
+    case CaptureKind::kDump:
+      return "dump";
+    case CaptureKind::kCrash:
+      break;
+  }
+  return "crash";
+}
+
+Capture* begin_capture() {
+  // Frees the descriptor reserved at install: a process that ran out of file
+  // descriptors can still read symbol tables and write its report.
+  release_reserved_fd();
+  safe_read_check_fds();
+  g_crash.arena.reset();
+  Capture* c = static_cast<Capture*>(g_crash.arena.alloc(sizeof(Capture), alignof(Capture)));
+  g_crash.capture = c;
+  if (c) c->start_ns = monotonic_ns();
+  return c;
+}
+
+void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void* ucv) {
+  Arena* arena = &g_crash.arena;
+  const Config& cfg = g_crash.config;
+  c->kind = kind;
+  c->signo = signo;
+  c->info = *info;
+  if (ucv) {
+    c->uc = *static_cast<ucontext_t*>(ucv);
+    c->have_uc = true;
+  }
+  c->pid = sys_getpid();
+  c->tid = sys_gettid();
+  // One getpid for every read of the capture, not one per read. It stays
+  // pinned to this process afterwards (a fork child unpins it).
+  safe_read_pin_pid(c->pid);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  c->time_sec = ts.tv_sec;
+  c->time_nsec = ts.tv_nsec;
+
+  c->modules.capacity = kMaxModules;
+  c->modules.items = arena->alloc_array<Module>(kMaxModules);
+  c->threads = arena->alloc_array<ThreadCapture>(kMaxThreads);
+  if (!c->modules.items || !c->threads) {
+    c->errors.add("arena: too small for the module table");
+    return;
+  }
+  // The snapshot made outside the signal path when it is still current,
+  // else the link map read now. Either way, the CFI unwinder's module list;
+  // none if the phase is skipped or faults (the previous capture's list was
+  // in the arena just reset).
+  unwind_cfi_set_modules(CfiModules{nullptr, 0});
+  run_phase(Phase::kModules, c, [&] {
+    CfiModules cfi = {nullptr, 0};
+    if (!module_snapshot_use(&c->modules, &cfi, arena)) {
+      collect_modules(&c->modules, arena, &c->errors);
+      cfi_modules_from_table(c->modules, &cfi, arena);
+    }
+    unwind_cfi_set_modules(cfi);
+  });
+
+  ThreadCapture* t = &c->threads[0];
+  c->nthreads = 1;
+  t->tid = c->tid;
+  t->crashed = kind != CaptureKind::kDump;
+  prctl(PR_GET_NAME, t->name, 0, 0, 0);
+  t->frames = arena->alloc_array<NativeFrame>(static_cast<size_t>(cfg.max_frames));
+  if (t->frames && c->have_uc) {
+    run_phase(Phase::kUnwind, c,
+              [&] { unwind_from_context(&c->uc, c->modules, t, cfg.max_frames, &c->errors); });
+    assign_modules(*c, t);
+    t->captured = t->nframes > 0;
+  }
+  run_phase(Phase::kThreads, c, [&] {
+    c->nthreads = capture_other_threads(c->threads, kMaxThreads, cfg.max_threads, cfg.max_frames,
+                                        cfg.thread_timeout_ms, c->modules, arena, &c->threads_total,
+                                        &c->threads_cut, &c->threads_park_ns, &c->errors);
+  });
+  // If the watchdog cut the threads phase short, no request may stay open.
+  threads_abort_capture();
+  for (int k = 1; k < c->nthreads; ++k) assign_modules(*c, &c->threads[k]);
+  run_phase(Phase::kSymbols, c,
+            [&] { symbolize_threads(c->modules, c->threads, c->nthreads, arena, &c->errors); });
+  run_phase(Phase::kClassify, c, [&] { classify_frames(c); });
+  run_phase(Phase::kPython, c, [&] {
+    capture_python(c->modules, arena, &c->python, kMaxThreads, cfg.max_frames, &c->errors);
+  });
+  run_phase(Phase::kAnnotations, c, [&] { capture_annotations(c, arena); });
+  if (cfg.callback) {
+    run_phase(Phase::kCallback, c, [&] {
+      CallbackWriter w = {arena, arena->alloc_array<AnnotationView>(CallbackWriter::kMax), 0};
+      if (!w.items) return;
+      cfg.callback(reinterpret_cast<faultline_callback_writer*>(&w), cfg.callback_data);
+      c->callback_items = w.items;
+      c->ncallback_items = w.count;
+    });
+  }
+  run_phase(Phase::kDiagnosis, c, [&] { diagnose(c); });
+}
+
+}  // namespace faultline::core

@@ -1,0 +1,89 @@
+// The pieces of a capture: modules, native and Python frames, threads and
+// the list of what went wrong. All of it lives in the arena; nothing here
+// owns heap memory. The whole capture (struct Capture) is in capture.h.
+#pragma once
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <ucontext.h>
+
+#include "core/classify.h"
+
+namespace faultline::core {
+
+struct Module {
+  uintptr_t base;  // lowest mapped address (load bias + lowest PT_LOAD vaddr)
+  uintptr_t end;   // one past the highest mapped address
+  uintptr_t bias;  // l_addr: ELF vaddr + bias = runtime address
+  const char* path;
+  uint8_t build_id[32];
+  uint8_t build_id_len;
+  bool is_main;
+  bool is_vdso;
+  uintptr_t eh_frame_hdr;  // runtime address of .eh_frame_hdr, 0 if none
+};
+
+struct NativeFrame {
+  uintptr_t pc;
+  uintptr_t sp;
+  int module;          // index into Capture::modules, -1 if none
+  const char* symbol;  // raw name from .symtab/.dynsym, nullptr if none
+  uintptr_t symbol_offset;
+  bool signal_frame;     // pc is exact (interrupted, not a return address)
+  const Origin* origin;  // classification (set after symbolization)
+};
+
+// One Python frame (filled by the Python walker).
+struct PyFrame {
+  const char* file;
+  const char* function;
+  const char* qualname;  // nullptr where the version has none
+  int line;
+  bool entry;            // first frame of a C-level call into the interpreter
+  uintptr_t frame_addr;  // interpreter frame address (for interleaving)
+  // 3.12+: on an entry frame, the address of the C-stack shim frame its eval
+  // call pushed (it lives in that _PyEval_EvalFrameDefault's native frame);
+  // 0 where the version has none.
+  uintptr_t entry_shim;
+};
+
+enum class Unwinder : uint8_t {
+  kNone,
+  kLibunwind,
+  kFramePointer,
+  kLibunwindThenFp,
+  kCfi,              // the own CFI unwinder, to the end
+  kCfiThenLibunwind  // the CFI unwinder, then libunwind where it stopped
+};
+
+struct ThreadCapture {
+  pid_t tid;
+  char name[32];
+  bool crashed;
+  bool captured;  // native frames were captured
+  Unwinder unwinder;
+  int frames_total;  // frames seen (> nframes when truncated)
+  int nframes;
+  NativeFrame* frames;
+  int npy;  // Python frames
+  int py_total;
+  PyFrame* py;
+  bool holds_gil;
+  const char* note;  // why not captured, etc.
+  char proc_state;   // the state letter from /proc stat, 0 if unknown
+  char wchan[48];    // from /proc wchan, for threads that did not answer
+};
+
+constexpr int kMaxErrors = 32;
+
+struct CaptureErrors {
+  const char* items[kMaxErrors];
+  int count;
+  void add(const char* e) {
+    if (count < kMaxErrors) items[count++] = e;
+  }
+};
+
+}  // namespace faultline::core

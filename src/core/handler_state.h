@@ -1,0 +1,84 @@
+// The handler's shared state: one constant-initialized object (g_handler)
+// for ownership, the watchdog, the crash stack and the report file. Every
+// field that two threads touch is a lock-free std::atomic (plain loads and
+// stores compile to instructions, never to library calls). doc/design.md
+// explains the three protocols these fields carry.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <atomic>
+
+#include "core/phase.h"
+
+#if defined(__clang__)
+#define FAULTLINE_CONSTINIT [[clang::require_constant_initialization]]
+#else
+#define FAULTLINE_CONSTINIT __constinit
+#endif
+
+namespace faultline::core {
+
+// The owner word: the owning thread's tid, with kDumpBit set while that
+// owner takes a live dump. One atomic word, so a crash can never mistake a
+// dump for another crash in the window between claiming and flagging.
+constexpr pid_t kDumpBit = 0x40000000;  // tids are below 2^22
+
+// Who writes the crash report. One compare-and-swap from kNobody, so never both.
+enum class Writer : int {
+  kNobody,
+  kOwner,     // the thread that owns the crash (the normal case)
+  kWatchdog,  // another thread, after the watchdog's second stage
+};
+
+// The watchdog's two stages (watchdog.h).
+enum class WatchdogStage : int {
+  kArmed,   // the alarm is set and has not expired
+  kFirst,   // first expiry: the owner abandons the slow phase
+  kSecond,  // second expiry: another thread writes the report, the process ends
+};
+
+struct WatchdogState {
+  std::atomic<WatchdogStage> stage{WatchdogStage::kArmed};
+  std::atomic<bool> active{false};           // armed by a crash owner
+  std::atomic<bool> phase_abandoned{false};  // the owner acted on the first expiry
+  std::atomic<int> forwarding{0};            // threads forwarding the alarm to the owner
+  std::atomic<pid_t> owner{0};               // the thread the alarm is for
+  struct sigaction old_alarm {};             // the program's SIGALRM action
+};
+
+struct HandlerState {
+  // Ownership (handler.cpp).
+  std::atomic<pid_t> owner{0};  // the owner word (kDumpBit); 0 while none
+  std::atomic<Writer> writer{Writer::kNobody};
+  std::atomic<int> signo{0};  // the owner's crash signal, 0 in a dump
+  // A process-sent fatal signal that reached the owner of a live dump;
+  // raised again when the dump is done, with its siginfo as it came.
+  std::atomic<int> deferred_signal{0};
+  siginfo_t deferred_info{};
+  // Counts finished crash reports: threads that crashed meanwhile hand their
+  // own signals on when it moves.
+  std::atomic<int> report_gen{0};
+  std::atomic<int> dumps_written{0};
+  // Where the owner is (phase.h), for messages.
+  std::atomic<Phase> phase{Phase::kStart};
+  WatchdogState watchdog{};
+  // The crash stack (crash_stack.cpp): lowest usable byte, and the signal
+  // mask to run the capture with.
+  char* crash_stack{nullptr};
+  sigset_t switch_mask{};
+  // The report file (report_file.cpp).
+  char last_report[4200]{};
+  int write_errno{0};      // why the last report could not be written
+  int report_sequence{0};  // numbers live dumps of one thread
+};
+
+static_assert(std::atomic<pid_t>::is_always_lock_free && std::atomic<Writer>::is_always_lock_free &&
+                  std::atomic<WatchdogStage>::is_always_lock_free &&
+                  std::atomic<Phase>::is_always_lock_free && std::atomic<bool>::is_always_lock_free,
+              "the crash path uses lock-free atomics only");
+
+extern HandlerState g_handler;
+
+}  // namespace faultline::core

@@ -1,0 +1,71 @@
+#include "core/phase.h"
+
+#include "core/capture.h"
+#include "core/handler_state.h"
+#include "core/recover.h"
+#include "core/sys.h"
+#include "core/watchdog.h"
+
+namespace faultline::core {
+namespace {
+
+// Indexed by Phase.
+constexpr PhaseInfo kPhases[] = {
+    {"start", "start"},
+    {"modules", "modules: fault while reading the link map"},
+    {"unwind", "unwind: fault while unwinding (frames so far kept)"},
+    {"threads", "threads: fault while capturing other threads"},
+    {"symbols", "symbols: fault while reading symbol tables"},
+    {"classify", "classify: fault while classifying frames"},
+    {"python", "python: fault while walking the interpreter"},
+    {"annotations", "annotations: fault while copying annotations"},
+    {"callback", "callback: fault inside the user callback"},
+    {"diagnosis", "diagnosis: fault while diagnosing"},
+    {"writing the report", "writing the report"},
+    {"torchelastic error file", "torchelastic error file"},
+    {"stderr summary", "stderr summary"},
+};
+static_assert(sizeof kPhases / sizeof kPhases[0] == static_cast<int>(Phase::kCount),
+              "one entry per Phase");
+
+}  // namespace
+
+const PhaseInfo& phase_info(Phase p) {
+  int i = static_cast<int>(p);
+  return kPhases[i < static_cast<int>(Phase::kCount) ? i : 0];
+}
+
+namespace {
+
+void note_watchdog(Capture* c) {
+  if (!c->watchdog_noted) {
+    c->watchdog_noted = true;
+    c->errors.add("watchdog: out of time; the listed phases were skipped or abandoned");
+  }
+}
+
+}  // namespace
+
+void run_phase_fn(Phase p, Capture* c, void (*fn)(void*), void* arg) {
+  const char* text = phase_info(p).text;
+  uint64_t start = monotonic_ns();
+  g_handler.phase.store(p, std::memory_order_release);
+  if (watchdog_fired() && !phase_runs_late(p)) {
+    // Out of time: only the cheap phases still run.
+    c->errors.add(text);
+    note_watchdog(c);
+  } else if (ThreadState* ts = thread_state(); !ts) {
+    fn(arg);  // every entry taken by a live thread: no recovery point
+  } else if (sigsetjmp(ts->recover, 1) == 0) {
+    ts->recover_armed = 1;
+    fn(arg);
+    ts->recover_armed = 0;
+  } else {
+    ts->recover_armed = 0;
+    c->errors.add(text);  // the phase's text says what was lost
+    if (watchdog_fired()) note_watchdog(c);
+  }
+  if (c->nphases < kMaxPhases) c->phases[c->nphases++] = {p, monotonic_ns() - start};
+}
+
+}  // namespace faultline::core

@@ -1,0 +1,59 @@
+// The steps of a crash report, by name. The crash owner records which step
+// it is in (HandlerState::phase) so that a fault or the watchdog can say
+// where it happened, and times each capture phase for the report's
+// "phases_ns". One table names them all, and run_phase runs a capture phase
+// under the recovery point (phase.cpp).
+#pragma once
+
+#include <setjmp.h>
+#include <stdint.h>
+
+namespace faultline::core {
+
+enum class Phase : uint8_t {
+  kStart,
+  // Capture phases, in the order capture_all runs them.
+  kModules,
+  kUnwind,
+  kThreads,
+  kSymbols,
+  kClassify,
+  kPython,
+  kAnnotations,
+  kCallback,
+  kDiagnosis,
+  // After the capture.
+  kWriteReport,
+  kTorchelastic,
+  kStderrSummary,
+  kCount,
+};
+
+struct PhaseInfo {
+  const char* id;    // "unwind": the key in the report's phases_ns and in messages
+  const char* text;  // "unwind: fault while unwinding ...": what a fault inside it means
+};
+
+const PhaseInfo& phase_info(Phase p);
+
+// Still worth running once the watchdog's first stage has passed: cheap,
+// and they make the report say what happened.
+constexpr bool phase_runs_late(Phase p) {
+  return p == Phase::kAnnotations || p == Phase::kDiagnosis;
+}
+
+struct Capture;
+
+// Runs one capture phase of c under the recovery point and times it: a
+// fault inside it is recorded in c->errors (with the phase's text) and the
+// capture goes on with the next phase. Once the watchdog's first stage has
+// passed, only the phases that run late still run.
+void run_phase_fn(Phase p, Capture* c, void (*fn)(void*), void* arg);
+
+template <typename Fn>
+void run_phase(Phase p, Capture* c, Fn fn) {
+  run_phase_fn(
+      p, c, [](void* f) { (*static_cast<Fn*>(f))(); }, &fn);
+}
+
+}  // namespace faultline::core

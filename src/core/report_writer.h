@@ -1,0 +1,15 @@
+// The JSON report (schema faultline/1, doc/report-format.md), written from
+// a capture straight to a file descriptor through a static buffer.
+// Async-signal-safe.
+#pragma once
+
+namespace faultline::core {
+
+struct Capture;
+struct Config;
+
+// Writes the JSON report to fd. False (and *err set to the errno) when a
+// write failed.
+bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err);
+
+}  // namespace faultline::core

@@ -1,0 +1,151 @@
+#include "core/watchdog.h"
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/capture.h"
+#include "core/chain.h"
+#include "core/crash.h"
+#include "core/diagnosis.h"
+#include "core/handler_state.h"
+#include "core/raw_log.h"
+#include "core/recover.h"
+#include "core/report_file.h"
+#include "core/sigaction_real.h"
+#include "core/sys.h"
+
+namespace faultline::core {
+namespace {
+
+WatchdogState& wd() {
+  return g_handler.watchdog;
+}
+
+// The current phase's short name ("unwind"), for messages.
+const char* current_phase_id() {
+  return phase_info(g_handler.phase.load(std::memory_order_acquire)).id;
+}
+
+// The watchdog's report, written by a thread other than the stuck owner
+// from what the owner captured so far (which the owner is no longer
+// changing: it is blocked).
+void write_partial_report() {
+  Capture* c = g_crash.capture;
+  if (!c) return;
+  c->errors.add(
+      "watchdog: the capture was stuck; another thread wrote this report with what had been "
+      "captured");
+  ThreadState* ts = thread_state();
+  if (!ts) {
+    diagnose(c);
+    write_report(*c, true);
+  } else if (sigsetjmp(ts->recover, 1) == 0) {
+    ts->recover_armed = 1;
+    diagnose(c);
+    write_report(*c, true);
+  }
+  if (ts) ts->recover_armed = 0;
+}
+
+void watchdog_expired(int, siginfo_t* info, void*) {
+  if (!wd().active.load(std::memory_order_acquire)) {
+    return;  // a forwarded alarm after the report: nothing to do
+  }
+  const char* phase = current_phase_id();
+  pid_t owner = wd().owner.load(std::memory_order_acquire);
+  bool on_owner = sys_gettid() == owner;
+  bool forwarded = info && info->si_code == SI_TKILL && info->si_pid == sys_getpid();
+  WatchdogStage expected = WatchdogStage::kArmed;
+  bool first = wd().stage.compare_exchange_strong(expected, WatchdogStage::kFirst,
+                                                  std::memory_order_acq_rel);
+  if (first) alarm(kWatchdogGraceSeconds);
+  if (on_owner && (first || forwarded)) {
+    ThreadState* ts = thread_state_find();
+    if (!wd().phase_abandoned.load(std::memory_order_acquire) && ts && ts->recover_armed) {
+      wd().phase_abandoned.store(true, std::memory_order_release);
+      raw_log("faultline: watchdog: capture phase \"", phase,
+              "\" took too long; writing the report without the rest of it\n");
+      ts->recover_armed = 0;
+      siglongjmp(ts->recover, 1);
+    }
+    return;  // writing the report: let it finish within the grace period
+  }
+  if (first) {
+    // Not the owner: hand the first stage to it.
+    wd().forwarding.fetch_add(1, std::memory_order_acq_rel);
+    if (wd().active.load(std::memory_order_acquire)) {
+      syscall(SYS_tgkill, sys_getpid(), owner, SIGALRM);
+    }
+    wd().forwarding.fetch_sub(1, std::memory_order_acq_rel);
+    return;
+  }
+  wd().stage.store(WatchdogStage::kSecond, std::memory_order_release);
+  Writer nobody = Writer::kNobody;
+  if (!on_owner && g_handler.writer.compare_exchange_strong(nobody, Writer::kWatchdog,
+                                                            std::memory_order_acq_rel)) {
+    raw_log("faultline: watchdog: the crash handler is stuck in phase \"", phase,
+            "\"; writing what was captured from another thread\n");
+    alarm(kWatchdogGraceSeconds);  // bound this thread's writing too
+    write_partial_report();
+  } else {
+    raw_log("faultline: watchdog: the crash handler ran too long; giving up in phase \"", phase,
+            "\"\n");
+  }
+  int signo = g_handler.signo.load(std::memory_order_acquire);
+  die_with_default(signo ? signo : SIGABRT);
+}
+
+}  // namespace
+
+void arm_watchdog(int seconds) {
+  if (seconds <= 0) return;
+  struct sigaction sa = {};
+  sa.sa_sigaction = watchdog_expired;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+  real_sigaction(SIGALRM, &sa, &wd().old_alarm);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGALRM);
+  sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  wd().owner.store(sys_gettid(), std::memory_order_release);
+  wd().stage.store(WatchdogStage::kArmed, std::memory_order_release);
+  wd().active.store(true, std::memory_order_release);
+  wd().phase_abandoned.store(false, std::memory_order_release);
+  alarm(static_cast<unsigned>(seconds));
+}
+
+void disarm_watchdog(int seconds) {
+  if (seconds <= 0) return;
+  wd().active.store(false, std::memory_order_release);
+  alarm(0);
+  // A forwarded or already fired alarm must not reach the program's own
+  // SIGALRM action (often the default: terminate) once it is back: block
+  // it, wait out a forward in flight, and take any pending one.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGALRM);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+  for (int spins = 0; wd().forwarding.load(std::memory_order_acquire) && spins < 1000; ++spins) {
+    struct timespec ts = {0, 100 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  struct timespec zero = {0, 0};
+  while (syscall(SYS_rt_sigtimedwait, &set, nullptr, &zero, sizeof(uint64_t)) == SIGALRM) {
+  }
+  real_sigaction(SIGALRM, &wd().old_alarm, nullptr);
+  // The process may go on (a chained handler that recovers): a later live
+  // dump, which arms no watchdog, must not find this one fired and skip
+  // every phase.
+  wd().stage.store(WatchdogStage::kArmed, std::memory_order_release);
+  wd().phase_abandoned.store(false, std::memory_order_release);
+}
+
+bool watchdog_fired() {
+  return wd().stage.load(std::memory_order_acquire) != WatchdogStage::kArmed;
+}
+
+}  // namespace faultline::core

@@ -1,0 +1,12 @@
+// The sigaction() interposer (FAULTLINE_STAY_IN_FRONT): keeps faultline's
+// handlers in front of the program's, and finds libc's sigaction for
+// faultline's own calls (core/sigaction_real.h). Install time.
+#pragma once
+
+namespace faultline::core {
+
+extern volatile int g_stay_in_front;
+// Sets g_real_sigaction to libc's sigaction, before any handler is installed.
+void resolve_real_sigaction();
+
+}  // namespace faultline::core
