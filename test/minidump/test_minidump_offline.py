@@ -32,9 +32,10 @@ def test_lldb_unwinds_every_thread():
     try:
         out = os.path.join(d, "x.dmp")
         assert subprocess.run([MDGEN, out, "4"], timeout=60).returncode == 0
-        p = subprocess.run([LLDB, "--batch", "-c", out, MDGEN, "-o", "thread backtrace all"],
+        p = subprocess.run([LLDB, "--batch", "-c", out, MDGEN, "-o", "thread backtrace all", "-o", "version"],
                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-        text = p.stdout
+        # "version" after the backtrace: lldb writes the whole backtrace before it.
+        text = p.stdout.split("(lldb) version")[0]
         threads = re.split(r"\n\s*\*?\s*thread #\d+", text)[1:]
         assert len(threads) == 5, text
         first = threads[0]
