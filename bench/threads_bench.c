@@ -1,5 +1,6 @@
 /* A process with N threads, each 50 frames deep and then blocked, for the
- * capture benchmark: bench_threads N  (prints "ready" and waits on stdin). */
+ * capture benchmark: bench_threads N  (prints "ready" and waits on stdin;
+ * "crash" on stdin makes the main thread read address 0). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,9 @@ int main(int argc, char** argv) {
   printf("ready\n");
   fflush(stdout);
   char buf[16];
-  while (read(0, buf, sizeof buf) > 0) {
+  long got;
+  while ((got = read(0, buf, sizeof buf)) > 0) {
+    if (got >= 5 && buf[0] == 'c') return *(volatile int*)(got - 5); /* "crash\n": SIGSEGV */
   }
   return 0;
 }

@@ -6,10 +6,13 @@ packages=(
   build-essential cmake pkg-config git
   libunwind-dev libfmt-dev nlohmann-json3-dev doctest-dev libcli11-dev
   libdw-dev libelf-dev libdebuginfod-dev elfutils debuginfod libc6-dbg libcurl4-openssl-dev
+  libstdc++6-12-dbg libboost-stacktrace-dev
   libseccomp-dev
   gdb lldb-14 clang-14 libclang-rt-14-dev llvm-14 clang-format binutils libbenchmark-dev
   python3 python3-dev python3-pytest python3-jsonschema python3-numpy python3-torch
+  python3-setuptools python3-wheel python3-pip python3-venv python3-build dpkg-dev fakeroot
   cmark-gfm hyperfine
+  debootstrap  # tools/torch-root: the Debian sid root with PyTorch 2.x (torch2 tests)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -36,6 +36,8 @@ def train(epochs):
 
 
 if __name__ == "__main__":
+    if "--faultline" in __import__("sys").argv[1:]:  # no preload: faultline.enable()
+        __import__("faultline").enable()
     loader = DataLoader()
     loader.start()
     loader.ready.wait()

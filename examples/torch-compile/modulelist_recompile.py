@@ -18,7 +18,10 @@ prints the repeated-compile hint with its advice. Where torch 2.x is not
 installed the script says so and exits 0.
 
 Options: --steps N (default 40), --fixed (the corrected version: compile
-once, dynamic=True, reuse the handle).
+once, dynamic=True, reuse the handle), --backend NAME (default inductor;
+"eager" recompiles the same way, faster), --static (dynamic=False: every new
+shape is a new compile, as with older PyTorch), --crash (end with a SIGSEGV
+in an ATen kernel, to see the report of a job that went through the pattern).
 """
 import argparse
 import sys
@@ -49,6 +52,9 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--fixed", action="store_true", help="compile once with dynamic=True and reuse it")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--backend", default="inductor")
+    ap.add_argument("--static", action="store_true", help="dynamic=False: each new shape recompiles")
+    ap.add_argument("--crash", action="store_true", help="end with a SIGSEGV in an ATen kernel")
     args = ap.parse_args()
     torch = torch_2_or_explain()
     if torch is None:
@@ -73,16 +79,21 @@ def main():
             return x.sum()
 
     model = Model().to(args.device)
-    compiled = torch.compile(model, dynamic=True) if args.fixed else None
+    compiled = torch.compile(model, backend=args.backend, dynamic=True) if args.fixed else None
     for step in range(args.steps):
         batch = 1 + step  # a new shape every step
         x = torch.randn(batch, 32, device=args.device)
         if not args.fixed:
             # The pattern: a fresh torch.compile each step, old handles kept alive.
-            compiled = torch.compile(model)
+            compiled = torch.compile(model, backend=args.backend, dynamic=False if args.static else None)
         loss = compiled(x)
         if faultline is not None:
-            faultline.breadcrumb(f"step {step} batch={batch} loss={float(loss):.3f}")
+            faultline.breadcrumb(f"step {step} batch={batch} loss={float(loss.detach()):.3f}")
+    if args.crash:
+        import numpy as np
+        # 32 floats 2**40 bytes apart over a 16-byte buffer: the kernel reads unmapped memory.
+        bad = torch.from_numpy(np.lib.stride_tricks.as_strided(np.zeros(4, np.float32), (32,), (1 << 40,)))
+        model(bad.unsqueeze(0))  # CRASH
     print(f"modulelist_recompile: {args.steps} steps finished without a crash on PyTorch {torch.__version__}")
     return 0
 

@@ -104,7 +104,9 @@ FAULTLINE_API int faultline_installed(void);
 FAULTLINE_API int faultline_annotate(const char* key, const char* value);
 
 /* Thread-scoped crash key (up to 8 per thread, values up to 255 bytes): shown
- * in the crashing thread's "annotations", e.g. the request a worker serves. */
+ * in the crashing thread's "annotations", e.g. the request a worker serves.
+ * Up to 256 live threads can have set keys (-ENOSPC beyond); a thread that
+ * has exited frees its place. */
 FAULTLINE_API int faultline_thread_annotate(const char* key, const char* value);
 
 /* Appends a breadcrumb (up to 255 bytes) to a ring of the last 64; the
@@ -114,6 +116,12 @@ FAULTLINE_API void faultline_breadcrumb(const char* message);
 /* Writes a report of kind "dump" of the live process (every thread) and
  * returns 0, or a negative errno value. The process goes on. */
 FAULTLINE_API int faultline_dump_now(void);
+
+/* Where faultline's text goes (the faulthandler-style summary on a crash or
+ * dump, "report written to ...", a report that could not be written): file
+ * descriptor fd instead of stderr (2). Returns 0, or -EBADF. Like
+ * faulthandler's file, the descriptor must stay open. Async-signal-safe. */
+FAULTLINE_API int faultline_set_text_fd(int fd);
 
 /* Copies the path of the last report this process wrote into buf (always
  * terminated); returns its length, or 0 if none was written. */

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -173,7 +174,10 @@ std::vector<std::string> print_new_reports(const std::string& dir, const ReportL
     } catch (const std::exception& e) {
       what = "(unreadable report)";
     }
-    if (!quiet) fmt::print(stderr, "faultline: report {}\nfaultline:   {}\n", path, what);
+    if (!quiet) {
+      fmt::print(stderr, "faultline: report {}\nfaultline:   {}\n", report::escape_controls(path),
+                 report::escape_controls(what));
+    }
   }
   return paths;
 }
@@ -315,14 +319,46 @@ std::optional<std::string> proc_env(int pid, const std::string& name) {
   return std::nullopt;
 }
 
-// Where process `pid` writes reports: its FAULTLINE_DIR, relative to its
-// working directory, else that directory; our own view when /proc is closed to us.
+// The directories process `pid` holds open (the library keeps its report
+// directory open from the start), as /proc/PID/fd shows their paths.
+std::vector<std::string> open_directories(int pid) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(fmt::format("/proc/{}/fd", pid), ec), end; !ec && it != end;
+       it.increment(ec)) {
+    struct stat st {};
+    if (::stat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    std::error_code e2;
+    fs::path target = fs::read_symlink(it->path(), e2);
+    if (!e2 && target.is_absolute()) out.push_back(target.lexically_normal().string());
+  }
+  return out;
+}
+
+// Where process `pid` writes reports: its FAULTLINE_DIR when absolute; when
+// relative, the one open directory that ends with it (the job may have
+// changed directory since it opened it), else that path under its working
+// directory; our own view when /proc is closed to us.
 std::string target_report_dir(int pid) {
   std::error_code ec;
   fs::path cwd = fs::read_symlink(fmt::format("/proc/{}/cwd", pid), ec);
   auto dir = proc_env(pid, "FAULTLINE_DIR");
+  if (dir && !dir->empty() && (*dir)[0] == '/') return fs::path(*dir).lexically_normal().string();
   if (!ec) {
-    if (dir && !dir->empty()) return (cwd / *dir).lexically_normal().string();
+    if (dir && !dir->empty()) {
+      std::string rel = fs::path(*dir).lexically_normal().string();
+      while (rel.size() > 1 && rel.back() == '/') rel.pop_back();
+      std::set<std::string> matches;
+      if (rel != "." && rel.rfind("..", 0) != 0) {
+        for (const std::string& d : open_directories(pid)) {
+          if (d.size() > rel.size() && d.compare(d.size() - rel.size(), rel.size(), rel) == 0 &&
+              d[d.size() - rel.size() - 1] == '/')
+            matches.insert(d);
+        }
+      }
+      if (matches.size() == 1) return *matches.begin();
+      return (cwd / *dir).lexically_normal().string();
+    }
     return cwd.string();
   }
   const char* env_dir = std::getenv("FAULTLINE_DIR");
@@ -338,6 +374,26 @@ bool has_faultline_loaded(int pid) {
   return false;
 }
 
+// Whether process `pid` has a handler for `sig` (SigCgt of /proc/PID/status);
+// nullopt when that cannot be read. A loaded libfaultline.so is not enough:
+// preloaded without FAULTLINE_DUMP it leaves SIGUSR2 to its default action,
+// which ends the process.
+std::optional<bool> catches_signal(int pid, int sig) {
+  std::ifstream status(fmt::format("/proc/{}/status", pid));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    std::string hex = line.substr(7);
+    hex.erase(0, hex.find_first_not_of(" \t"));
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long mask = std::strtoull(hex.c_str(), &end, 16);
+    if (errno != 0 || end == hex.c_str()) return std::nullopt;
+    return ((mask >> (sig - 1)) & 1) != 0;
+  }
+  return std::nullopt;
+}
+
 int dump_process(const DumpArgs& a) {
   int sig = parse_signal(a.signal);
   if (sig == 0) {
@@ -349,11 +405,20 @@ int dump_process(const DumpArgs& a) {
     return kExitFailed;
   }
   // Without faultline's handler most signals (SIGUSR2 included) terminate the
-  // process: never send one blindly.
+  // process: never send one blindly. The library being mapped is not enough;
+  // the signal must be caught.
   if (!a.force && !has_faultline_loaded(a.pid)) {
     fmt::print(stderr,
                "faultline: process {} has not loaded libfaultline.so, and {} would likely kill "
                "it; start it with `faultline run`, or pass --force\n",
+               a.pid, signal_name(sig));
+    return kExitFailed;
+  }
+  if (!a.force && catches_signal(a.pid, sig) != true) {
+    fmt::print(stderr,
+               "faultline: process {} does not catch {}, which would likely kill it; start it "
+               "with FAULTLINE_DUMP=1 (or FAULTLINE_DUMP_SIGNAL, or under `faultline run`), or "
+               "pass --force\n",
                a.pid, signal_name(sig));
     return kExitFailed;
   }
@@ -380,7 +445,7 @@ int dump_process(const DumpArgs& a) {
       if (r->process.pid != a.pid) continue;
       if (r->kind != "dump") {
         fmt::print(stderr, "faultline: process {} wrote a \"{}\" report instead: {}\n", a.pid,
-                   r->kind, path);
+                   report::escape_controls(r->kind), report::escape_controls(path));
         return kExitFailed;
       }
       if (a.print_path) return print_out(path + "\n") ? kExitOk : kExitFailed;
@@ -409,7 +474,10 @@ void add_run_command(CLI::App& app, int& status) {
       "run",
       "Run a command with libfaultline.so preloaded; exits as the command did and prints where "
       "new reports are");
-  r->footer("Usage: faultline run [OPTIONS] -- COMMAND [ARGS...]");
+  r->footer("Usage: faultline run [OPTIONS] [--] COMMAND [ARGS...]");
+  // Everything from the command on is the command's: `faultline run python3
+  // x.py -d data` passes -d to x.py, whether or not "--" came first.
+  r->positionals_at_end();
   r->add_option("-d,--dir", run->dir,
                 "report directory (FAULTLINE_DIR; default: current directory)");
   r->add_option("--signals", run->signals,
@@ -463,7 +531,17 @@ void add_run_command(CLI::App& app, int& status) {
       "dump",
       "Ask a running process (started under `faultline run`) for a live report of all its "
       "threads, wait for it and show it");
-  d->add_option("PID", dump->pid, "process id")->required()->check(CLI::PositiveNumber);
+  d->add_option("PID", dump->pid, "process id")
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            bool digits =
+                !v.empty() && v.size() < 10 &&
+                std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+            return digits && std::atoi(v.c_str()) > 0 ? std::string()
+                                                      : "PID must be a process id (1 or more)";
+          },
+          "PID", "pid"));
   d->add_option("-s,--signal", dump->signal, "the dump signal the process listens to")
       ->capture_default_str();
   d->add_option("-t,--timeout", dump->timeout, "seconds to wait for the report")

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "report/report.h"
 #include "symbolize/report_symbolizer.h"
 #include "symbolize/symbolize.h"
 
@@ -41,27 +42,17 @@ void error(const std::string& message) {
   std::fprintf(stderr, "faultline symbolize: %s\n", message.c_str());
 }
 
-// Reads a whole file; on failure sets *why to the system's reason.
+// Reads a whole report (a regular file, at most report::kMaxReportBytes,
+// never blocking on a FIFO); on failure sets *why.
 bool read_file(const std::string& path, std::string* text, std::string* why) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    *why = std::strerror(errno);
+  try {
+    *text = faultline::report::read_file(path);
+    return true;
+  } catch (const faultline::report::ReportError& e) {
+    std::string msg = e.what();
+    *why = msg.rfind(path + ": ", 0) == 0 ? msg.substr(path.size() + 2) : msg;
     return false;
   }
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      *why = std::strerror(errno);
-      ::close(fd);
-      return false;
-    }
-    if (n == 0) break;
-    text->append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return true;
 }
 
 bool write_all(int fd, const std::string& data) {

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/report_input.h"
+#include "report/render.h"
 #include "report/triage.h"
 
 namespace faultline::cli {
@@ -18,23 +19,26 @@ struct TriageArgs {
   unsigned jobs = 0;
 };
 
+// Signatures, summaries and paths come from the reports and the directory
+// (a file name may hold anything but '/' and NUL): all escaped for the terminal.
 std::string text_output(const report::TriageResult& t) {
+  auto* e = &report::escape_controls;
   std::string out = fmt::format("{} reports, {} groups", t.reports, t.groups.size());
   if (!t.skipped.empty()) out += fmt::format(", {} files skipped", t.skipped.size());
   out += "\n";
   for (const report::TriageGroup& g : t.groups) {
-    out += fmt::format("\n{:>6}x  {}  {}\n", g.count, g.signature,
-                       g.summary.empty() ? "(no diagnosis)" : g.summary);
+    out += fmt::format("\n{:>6}x  {}  {}\n", g.count, e(g.signature),
+                       g.summary.empty() ? "(no diagnosis)" : e(g.summary));
     out += fmt::format("         category {}, {} processes on {} hosts\n",
-                       g.category.empty() ? "unknown" : g.category, g.pids, g.hosts.size());
-    out +=
-        fmt::format("         first {}  last {}\n", g.first_seen.empty() ? "unknown" : g.first_seen,
-                    g.last_seen.empty() ? "unknown" : g.last_seen);
-    out += fmt::format("         e.g. {}\n", g.representative);
+                       g.category.empty() ? "unknown" : e(g.category), g.pids, g.hosts.size());
+    out += fmt::format("         first {}  last {}\n",
+                       g.first_seen.empty() ? "unknown" : e(g.first_seen),
+                       g.last_seen.empty() ? "unknown" : e(g.last_seen));
+    out += fmt::format("         e.g. {}\n", e(g.representative));
   }
   if (!t.skipped.empty()) {
     out += "\nSkipped (not valid reports):\n";
-    for (const report::SkippedFile& s : t.skipped) out += fmt::format("  {}\n", s.message);
+    for (const report::SkippedFile& s : t.skipped) out += fmt::format("  {}\n", e(s.message));
   }
   return out;
 }
@@ -76,7 +80,7 @@ void add_triage_command(CLI::App& app, int& status) {
     try {
       result = report::triage_directory(args->dir, {!args->no_recursive, args->jobs});
     } catch (const std::exception& e) {
-      fmt::print(stderr, "faultline: {}\n", e.what());
+      fmt::print(stderr, "faultline: {}\n", report::escape_controls(e.what()));
       status = kExitFailed;
       return;
     }

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/report_input.h"
+#include "report/render.h"
 #include "report/schema.h"
 
 namespace faultline::cli {
@@ -52,24 +53,26 @@ void add_validate_command(CLI::App& app, int& status) {
       }
     }
     size_t bad = 0;
+    // Paths, values and keys quoted in messages come from the files: escaped.
+    auto* esc = &report::escape_controls;
     for (const std::string& path : args->paths) {
       std::vector<report::SchemaError> errors;
       try {
         nlohmann::json doc = report::parse_json(report::read_file(path), path);
         errors = custom ? custom->validate(doc) : report::validate_report(doc);
       } catch (const report::ReportError& e) {
-        fmt::print("{}: invalid: {}\n", path, e.what());
+        fmt::print("{}: invalid: {}\n", esc(path), esc(e.what()));
         ++bad;
         continue;
       }
       if (errors.empty()) {
-        if (!args->quiet) fmt::print("{}: ok\n", path);
+        if (!args->quiet) fmt::print("{}: ok\n", esc(path));
         continue;
       }
       ++bad;
-      fmt::print("{}: invalid ({} problems)\n", path, errors.size());
+      fmt::print("{}: invalid ({} problems)\n", esc(path), errors.size());
       for (const report::SchemaError& e : errors) {
-        fmt::print("  {}: {}\n", e.path.empty() ? "(document)" : e.path, e.message);
+        fmt::print("  {}: {}\n", e.path.empty() ? "(document)" : esc(e.path), esc(e.message));
       }
     }
     if (!args->quiet && args->paths.size() > 1) {

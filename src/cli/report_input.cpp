@@ -7,23 +7,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
-#include <iterator>
+
+#include "report/render.h"
 
 namespace faultline::cli {
 
 std::optional<report::Report> load_or_complain(const std::string& path) {
   try {
-    if (path == "-") {
-      std::string text((std::istreambuf_iterator<char>(std::cin)),
-                       std::istreambuf_iterator<char>());
-      return report::parse_report(text, "<stdin>");
-    }
+    if (path == "-")
+      return report::parse_report(report::read_fd(STDIN_FILENO, "<stdin>"), "<stdin>");
     return report::load_report(path);
   } catch (const report::ReportError& e) {
-    fmt::print(stderr, "faultline: {}\n", e.what());
+    fmt::print(stderr, "faultline: {}\n", report::escape_controls(e.what()));
   } catch (const std::exception& e) {
-    fmt::print(stderr, "faultline: {}: {}\n", path, e.what());
+    fmt::print(stderr, "faultline: {}: {}\n", report::escape_controls(path),
+               report::escape_controls(e.what()));
   }
   return std::nullopt;
 }

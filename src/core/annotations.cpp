@@ -4,6 +4,8 @@
 #include <time.h>
 
 #include "core/str.h"
+#include "core/sys.h"
+#include "core/thread_state.h"
 
 namespace faultline::core {
 namespace {
@@ -60,7 +62,16 @@ struct Crumb {
 };
 
 GlobalSlot g_annotations[kMaxAnnotations];
-__thread ThreadSlot t_annotations[kMaxThreadAnnotations] __attribute__((tls_model("initial-exec")));
+// Thread annotations: a table of per-thread slot sets, keyed by thread id
+// and thread pointer (not TLS: see thread_state.h). A set is claimed on the
+// thread's first annotation and kept while the thread lives; the set of a
+// thread that has exited is reused.
+struct ThreadTable {
+  pid_t tid;       // 0: free (atomic)
+  uintptr_t self;  // the owner's thread pointer, stored last (atomic)
+  ThreadSlot slots[kMaxThreadAnnotations];
+};
+ThreadTable g_thread_tables[kMaxAnnotatedThreads];
 Crumb g_crumbs[kMaxBreadcrumbs];
 uint64_t g_crumb_next;
 
@@ -130,8 +141,105 @@ int annotation_set(const char* key, const char* value) {
   return table_set(g_annotations, key, value);
 }
 
+namespace {
+
+// The calling thread's id without a system call: glibc keeps it in the
+// thread's struct pthread (%fs:0x10), at an offset found once by scanning for
+// the id the kernel gives (used only when exactly one word matches).
+long g_tid_offset = -2;  // -2: not looked for yet, -1: not usable
+
+pid_t current_tid() {
+  uintptr_t self;
+  asm("mov %%fs:0x10, %0" : "=r"(self));
+  long off = __atomic_load_n(&g_tid_offset, __ATOMIC_RELAXED);
+  if (off >= 0) return *reinterpret_cast<const pid_t*>(self + static_cast<uintptr_t>(off));
+  pid_t tid = sys_gettid();
+  if (off == -2) {
+    const auto* words = reinterpret_cast<const int32_t*>(self);
+    long found = -1;
+    int matches = 0;
+    for (int i = 0; self && i < 512; ++i) {
+      if (words[i] == tid) {
+        found = i * 4L;
+        ++matches;
+      }
+    }
+    __atomic_store_n(&g_tid_offset, matches == 1 ? found : -1L, __ATOMIC_RELAXED);
+  }
+  return tid;
+}
+
+// Tables are looked for from the thread's home position on.
+int home(pid_t tid) {
+  return static_cast<int>(static_cast<unsigned>(tid) % kMaxAnnotatedThreads);
+}
+
+ThreadTable* own_table(pid_t tid, uintptr_t self) {
+  for (int i = 0, at = home(tid); i < kMaxAnnotatedThreads;
+       ++i, at = (at + 1) % kMaxAnnotatedThreads) {
+    ThreadTable& t = g_thread_tables[at];
+    if (__atomic_load_n(&t.tid, __ATOMIC_ACQUIRE) == tid &&
+        __atomic_load_n(&t.self, __ATOMIC_ACQUIRE) == self) {
+      return &t;
+    }
+  }
+  return nullptr;
+}
+
+ThreadTable* claim_table(pid_t tid, uintptr_t self) {
+  // A set still keyed to this id belongs to an exited thread (ids are unique
+  // among live threads); then a free set; then one of an exited thread.
+  for (int pass = 0; pass < 3; ++pass) {
+    for (int i = 0, at = home(tid); i < kMaxAnnotatedThreads;
+         ++i, at = (at + 1) % kMaxAnnotatedThreads) {
+      ThreadTable& t = g_thread_tables[at];
+      pid_t owner = __atomic_load_n(&t.tid, __ATOMIC_ACQUIRE);
+      bool want = pass == 0 ? owner == tid : pass == 1 ? owner == 0 : thread_is_gone(owner);
+      if (!want || !__atomic_compare_exchange_n(&t.tid, &owner, tid, false, __ATOMIC_ACQ_REL,
+                                                __ATOMIC_RELAXED)) {
+        continue;
+      }
+      __atomic_store_n(&t.self, 0, __ATOMIC_RELEASE);
+      for (ThreadSlot& s : t.slots) {
+        s.key[0] = '\0';
+        __atomic_store_n(&s.used, 0u, __ATOMIC_RELEASE);
+      }
+      __atomic_store_n(&t.self, self, __ATOMIC_RELEASE);
+      return &t;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 int thread_annotation_set(const char* key, const char* value) {
-  return table_set(t_annotations, key, value);
+  pid_t tid = current_tid();
+  uintptr_t self = thread_pointer();
+  ThreadTable* t = own_table(tid, self);
+  if (!t) {
+    if (!value) return 0;
+    if (!key || !*key || str_len(key) >= kAnnotationKeyBytes) return -EINVAL;
+    int saved_errno = errno;
+    t = claim_table(tid, self);
+    errno = saved_errno;
+    if (!t) return -ENOSPC;
+  }
+  return table_set(t->slots, key, value);
+}
+
+void thread_annotations_after_fork() {
+  // Only the forking thread lives on, under a new id: keep its set.
+  uintptr_t self = thread_pointer();
+  for (ThreadTable& t : g_thread_tables) {
+    if (__atomic_load_n(&t.tid, __ATOMIC_ACQUIRE) == 0) continue;
+    if (__atomic_load_n(&t.self, __ATOMIC_ACQUIRE) == self) {
+      __atomic_store_n(&t.tid, sys_gettid(), __ATOMIC_RELEASE);
+    } else {
+      __atomic_store_n(&t.self, 0, __ATOMIC_RELEASE);
+      __atomic_store_n(&t.tid, 0, __ATOMIC_RELEASE);
+    }
+  }
 }
 
 void breadcrumb_add(const char* message) {
@@ -153,7 +261,8 @@ int annotations_snapshot(AnnotationView* out, int cap, char* storage, size_t sto
 }
 
 int thread_annotations_snapshot(AnnotationView* out, int cap, char* storage, size_t storage_bytes) {
-  return table_snapshot(t_annotations, out, cap, storage, storage_bytes);
+  ThreadTable* t = own_table(sys_gettid(), thread_pointer());
+  return t ? table_snapshot(t->slots, out, cap, storage, storage_bytes) : 0;
 }
 
 int breadcrumbs_snapshot(BreadcrumbView* out, int cap, char* storage, size_t storage_bytes) {

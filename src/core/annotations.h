@@ -6,8 +6,9 @@
 // per-slot sequence number and skips a slot caught mid-write.
 //
 // - Process-wide annotations: kMaxAnnotations key/value slots, any thread.
-// - Thread annotations: kMaxThreadAnnotations slots per thread, in the
-//   thread's own (initial-exec TLS) storage; the report shows the crashing
+// - Thread annotations: kMaxThreadAnnotations slots per thread, for up to
+//   kMaxAnnotatedThreads threads at once, in a table keyed by thread id (no
+//   TLS, so the library can be loaded late); the report shows the crashing
 //   thread's, so a server can record the request each worker serves.
 // - Breadcrumbs: a ring of the last kMaxBreadcrumbs messages with timestamps.
 #pragma once
@@ -22,6 +23,7 @@ constexpr size_t kAnnotationKeyBytes = 64;
 constexpr size_t kAnnotationValueBytes = 512;
 constexpr int kMaxThreadAnnotations = 8;
 constexpr size_t kThreadValueBytes = 256;
+constexpr int kMaxAnnotatedThreads = 256;
 constexpr int kMaxBreadcrumbs = 64;
 constexpr size_t kBreadcrumbBytes = 256;
 
@@ -30,6 +32,8 @@ constexpr size_t kBreadcrumbBytes = 256;
 int annotation_set(const char* key, const char* value);
 int thread_annotation_set(const char* key, const char* value);
 void breadcrumb_add(const char* message);
+// In a fork child: the forking thread keeps its thread annotations.
+void thread_annotations_after_fork();
 
 // Readers for the crash path: copy every entry into caller storage.
 struct AnnotationView {

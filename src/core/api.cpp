@@ -1,6 +1,9 @@
 // The public C API that is safe to call anywhere, signal handlers included.
+#include <errno.h>
+
 #include "core/annotations.h"
 #include "core/crash.h"
+#include "core/raw_log.h"
 #include "faultline/faultline.h"
 
 extern "C" {
@@ -11,6 +14,12 @@ int faultline_annotate(const char* key, const char* value) {
 
 int faultline_thread_annotate(const char* key, const char* value) {
   return faultline::core::thread_annotation_set(key, value);
+}
+
+int faultline_set_text_fd(int fd) {
+  if (fd < 0) return -EBADF;
+  faultline::core::raw_log_set_fd(fd);
+  return 0;
 }
 
 void faultline_breadcrumb(const char* message) {

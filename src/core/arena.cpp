@@ -12,6 +12,9 @@ bool Arena::init(size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return false;
+  // Not in core files: untouched it is zeros, touched it is a copy of what
+  // the report holds, and 16 MB more per core slows piped core handlers.
+  madvise(p, bytes, MADV_DONTDUMP);
   base_ = static_cast<char*>(p);
   size_ = bytes;
   used_ = 0;

@@ -7,11 +7,13 @@
 #include "core/crash.h"
 #include "core/diagnosis.h"
 #include "core/elf_symbols.h"
+#include "core/module_snapshot.h"
 #include "core/safe_read.h"
 #include "core/str.h"
 #include "core/sys.h"
 #include "core/threads.h"
 #include "core/unwind.h"
+#include "core/unwind_cfi.h"
 
 namespace faultline::core {
 namespace {
@@ -119,6 +121,9 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
   }
   c->pid = sys_getpid();
   c->tid = sys_gettid();
+  // One getpid for every read of the capture, not one per read. It stays
+  // pinned to this process afterwards (a fork child unpins it).
+  safe_read_pin_pid(c->pid);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   c->time_sec = ts.tv_sec;
@@ -131,7 +136,19 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
     c->errors.add("arena: too small for the module table");
     return;
   }
-  run_phase(Phase::kModules, c, [&] { collect_modules(&c->modules, arena, &c->errors); });
+  // The snapshot made outside the signal path when it is still current,
+  // else the link map read now. Either way, the CFI unwinder's module list;
+  // none if the phase is skipped or faults (the previous capture's list was
+  // in the arena just reset).
+  unwind_cfi_set_modules(CfiModules{nullptr, 0});
+  run_phase(Phase::kModules, c, [&] {
+    CfiModules cfi = {nullptr, 0};
+    if (!module_snapshot_use(&c->modules, &cfi, arena)) {
+      collect_modules(&c->modules, arena, &c->errors);
+      cfi_modules_from_table(c->modules, &cfi, arena);
+    }
+    unwind_cfi_set_modules(cfi);
+  });
 
   ThreadCapture* t = &c->threads[0];
   c->nthreads = 1;

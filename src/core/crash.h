@@ -47,7 +47,9 @@ struct Config {
   int watchdog_seconds{};
   size_t arena_bytes{};
   // Process facts gathered at install.
-  char argv[8192]{};  // NUL-separated
+  bool scrub{true};        // secrets in argv filtered (FAULTLINE_SCRUB)
+  char scrub_keys[512]{};  // FAULTLINE_SCRUB_KEYS: more sensitive words, comma-separated
+  char argv[8192]{};       // NUL-separated
   int argv_len{};
   int64_t start_sec{}, start_nsec{};
 };

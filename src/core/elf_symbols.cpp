@@ -7,6 +7,7 @@
 
 #include "core/safe_read.h"
 #include "core/str.h"
+#include "core/symbol_rank.h"
 
 namespace faultline::core {
 namespace {
@@ -36,10 +37,13 @@ struct ElfSource {
 
 struct SymTab {
   uint64_t sym_off, sym_size, str_off, str_size;
+  const ElfSource* src;
+  bool full;  // .symtab (all functions), not .dynsym (exported ones)
 };
 
-// Finds .symtab and .dynsym (with their string tables). Returns the count.
-int find_symtabs(const ElfSource& src, SymTab out[2]) {
+// Finds .symtab and .dynsym (with their string tables), at most two, in that
+// order. Returns the count, -1 if `src` is not a 64-bit ELF file.
+int find_symtabs(const ElfSource& src, SymTab* out) {
   ElfW(Ehdr) eh;
   if (!src.read(&eh, 0, sizeof eh)) return -1;
   if (eh.e_ident[EI_MAG0] != ELFMAG0 || eh.e_ident[EI_MAG1] != ELFMAG1 ||
@@ -60,7 +64,8 @@ int find_symtabs(const ElfSource& src, SymTab out[2]) {
           !src.read(&strsh, eh.e_shoff + sh.sh_link * sizeof strsh, sizeof strsh)) {
         continue;
       }
-      out[found++] = {sh.sh_offset, sh.sh_size, strsh.sh_offset, strsh.sh_size};
+      out[found++] = {sh.sh_offset,  sh.sh_size, strsh.sh_offset,
+                      strsh.sh_size, &src,       want == SHT_SYMTAB};
       break;
     }
   }
@@ -79,6 +84,7 @@ struct Best {
   uint32_t name;
   int table;   // -1: none
   bool exact;  // pc inside [value, value+size)
+  int rank;    // symbol_binding_rank of the symbol
 };
 
 // Symbols are read 256 at a time (6 KiB of stack).
@@ -140,8 +146,8 @@ void sort_by_address(uint64_t* a, NativeFrame** f, int n) {
 // One pass over a symbol table for all of a module's frames: addrs is
 // sorted, so each symbol finds the frames it covers by binary search
 // (symbols x log frames, not symbols x frames: libtorch has 100,000+).
-void scan_table(const ElfSource& src, const SymTab& t, int table_index, const uint64_t* addrs,
-                Best* best, int n) {
+void scan_table(const SymTab& t, int table_index, const uint64_t* addrs, Best* best, int n) {
+  const ElfSource& src = *t.src;
   ElfW(Sym)* syms = g_syms;
   uint64_t count = t.sym_size / sizeof(ElfW(Sym));
   for (uint64_t i = 0; i < count; i += kSymChunk) {
@@ -156,17 +162,86 @@ void scan_table(const ElfSource& src, const SymTab& t, int table_index, const ui
         bool inside = s.st_size > 0 && a < s.st_value + s.st_size;
         Best& b = best[f];
         // An exact (sized) match beats a nearest-below one; among exact
-        // matches keep the first (.symtab's local names come before aliases).
+        // matches of one table the innermost, and at one address the
+        // best-ranked binding.
+        int rank = symbol_binding_rank(ELF64_ST_BIND(s.st_info));
         if (inside) {
-          if (!b.exact || (b.table == table_index && s.st_value > b.value)) {
-            b = {s.st_value, s.st_size, s.st_name, table_index, true};
+          if (!b.exact || (b.table == table_index &&
+                           (s.st_value > b.value || (s.st_value == b.value && rank > b.rank)))) {
+            b = {s.st_value, s.st_size, s.st_name, table_index, true, rank};
           }
         } else if (!b.exact && s.st_size == 0 && (b.table < 0 || s.st_value > b.value)) {
-          b = {s.st_value, 0, s.st_name, table_index, false};
+          b = {s.st_value, 0, s.st_name, table_index, false, rank};
         }
       }
     }
   }
+}
+
+// The kernel's sigreturn trampoline on x86-64 (glibc's __restore_rt):
+// mov $15, %rax; syscall.
+bool at_sigreturn(uintptr_t pc) {
+  static const unsigned char kCode[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+  unsigned char code[sizeof kCode];
+  if (!safe_read(code, pc, sizeof code)) return false;
+  for (size_t i = 0; i < sizeof code; ++i)
+    if (code[i] != kCode[i]) return false;
+  return true;
+}
+
+// A signal handler returns to the first byte of the sigreturn trampoline,
+// the start of a function: its pc-1 is in no symbol or at the end of the one
+// before. Such frames whose code is the trampoline's are looked up again at
+// their exact pc (a second pass over the tables, only when one is there).
+void recheck_sigreturn(const SymTab* tabs, int ntabs, NativeFrame** frames, Best* best, int n,
+                       uintptr_t bias) {
+  constexpr int kMax = 8;
+  int which[kMax];
+  uint64_t addrs[kMax];  // ascending, as frames are sorted by address
+  Best again[kMax];
+  int k = 0;
+  for (int f = 0; f < n && k < kMax; ++f) {
+    const NativeFrame* fr = frames[f];
+    if (fr->signal_frame) continue;
+    uint64_t pc = fr->pc - bias;
+    const Best& b = best[f];
+    if (b.exact && b.value + b.size != pc) continue;
+    if (!at_sigreturn(fr->pc)) continue;
+    which[k] = f;
+    addrs[k] = pc;
+    again[k] = {0, 0, 0, -1, false, 0};
+    ++k;
+  }
+  if (k == 0) return;
+  for (int t = 0; t < ntabs; ++t) scan_table(tabs[t], t, addrs, again, k);
+  // __restore_rt is an unsized assembler symbol: one that starts at the pc
+  // names it too.
+  for (int i = 0; i < k; ++i)
+    if (again[i].table >= 0 && (again[i].exact || again[i].value == addrs[i]))
+      best[which[i]] = again[i];
+}
+
+// The separate debug file of a stripped module, found by its build-id where
+// Debian's -dbg and -dbgsym packages put it:
+// /usr/lib/debug/.build-id/xx/rest.debug. Its .symtab names the local
+// functions the module's .dynsym leaves out (start_thread, msort_with_tmp).
+// Returns an open descriptor or -1.
+constexpr char kDebugIdDir[] = "/usr/lib/debug/.build-id/";
+
+int open_debug_file(const Module& module) {
+  if (module.build_id_len < 2 || module.build_id_len > sizeof module.build_id) return -1;
+  static const char kHex[] = "0123456789abcdef";
+  char path[sizeof kDebugIdDir + 2 * sizeof module.build_id + 8];
+  size_t n = 0;
+  for (const char* p = kDebugIdDir; *p; ++p) path[n++] = *p;
+  for (int i = 0; i < module.build_id_len; ++i) {
+    path[n++] = kHex[module.build_id[i] >> 4];
+    path[n++] = kHex[module.build_id[i] & 15];
+    if (i == 0) path[n++] = '/';
+  }
+  for (const char* p = ".debug"; *p; ++p) path[n++] = *p;
+  path[n] = '\0';
+  return open(path, O_RDONLY | O_CLOEXEC);
 }
 
 }  // namespace
@@ -184,11 +259,27 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
     errors->add("symbols: a module file could not be opened (frames left unnamed)");
     return false;
   }
-  SymTab tabs[2];
-  int ntabs = find_symtabs(src, tabs);
-  if (ntabs <= 0) {
+  // The debug file's .symtab first when the module has none of its own,
+  // then the module's tables.
+  SymTab tabs[3];
+  ElfSource debug;
+  int ntabs = 0;
+  SymTab own[2];
+  int nown = find_symtabs(src, own);
+  if (nown < 0) {
     if (src.fd >= 0) close(src.fd);
-    return ntabs == 0;  // no symbol tables at all is not an error
+    return false;
+  }
+  if (!module.is_vdso && (nown == 0 || !own[0].full)) {
+    debug.fd = open_debug_file(module);
+    SymTab dbg[2];
+    if (debug.fd >= 0 && find_symtabs(debug, dbg) > 0 && dbg[0].full) tabs[ntabs++] = dbg[0];
+  }
+  for (int i = 0; i < nown; ++i) tabs[ntabs++] = own[i];
+  if (ntabs == 0) {
+    if (src.fd >= 0) close(src.fd);
+    if (debug.fd >= 0) close(debug.fd);
+    return true;  // no symbol tables at all is not an error
   }
   // Names already read in this module, by (table, string offset): a deep
   // recursion or many threads in the same functions read each name once.
@@ -224,7 +315,7 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
       uintptr_t pc = fr->signal_frame ? fr->pc : fr->pc - 1;
       addrs[f] = pc - module.bias;
       sorted[f] = frames[start + f];
-      best[f] = {0, 0, 0, -1, false};
+      best[f] = {0, 0, 0, -1, false, 0};
     }
     sort_by_address(addrs, sorted, m);
     for (int t = 0; t < ntabs; ++t) {
@@ -232,8 +323,9 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
       bool all_exact = true;
       for (int f = 0; f < m; ++f) all_exact = all_exact && best[f].exact;
       if (all_exact) break;
-      scan_table(src, tabs[t], t, addrs, best, m);
+      scan_table(tabs[t], t, addrs, best, m);
     }
+    recheck_sigreturn(tabs, ntabs, sorted, best, m, module.bias);
     for (int f = 0; f < m; ++f) {
       const Best& b = best[f];
       if (b.table < 0) continue;
@@ -253,13 +345,22 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
       size_t got = 0;
       while (got < want) {
         size_t piece = want - got < 256 ? want - got : 256;
-        if (!src.read(name + got, t.str_off + b.name + got, piece)) break;
+        if (!t.src->read(name + got, t.str_off + b.name + got, piece)) break;
         size_t z = 0;
         while (z < piece && name[got + z]) ++z;
         got += z;
         if (z < piece) break;
       }
       name[got] = '\0';
+      // A debug file's .symtab spells versioned symbols "clock_gettime@@GLIBC_2.17";
+      // the name is the part before the version, as .dynsym has it.
+      for (size_t i = 0; i < got; ++i) {
+        if (name[i] == '@') {
+          got = i;
+          name[got] = '\0';
+          break;
+        }
+      }
       if (got == 0) continue;
       frame->symbol = arena->dup(name, got);
       frame->symbol_offset = (frame->pc - module.bias) - b.value;
@@ -267,6 +368,7 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
     }
   }
   if (src.fd >= 0) close(src.fd);
+  if (debug.fd >= 0) close(debug.fd);
   return true;
 }
 

@@ -22,6 +22,7 @@ struct Module {
   uint8_t build_id_len;
   bool is_main;
   bool is_vdso;
+  uintptr_t eh_frame_hdr;  // runtime address of .eh_frame_hdr, 0 if none
 };
 
 struct NativeFrame {
@@ -48,7 +49,14 @@ struct PyFrame {
   uintptr_t entry_shim;
 };
 
-enum class Unwinder : uint8_t { kNone, kLibunwind, kFramePointer, kLibunwindThenFp };
+enum class Unwinder : uint8_t {
+  kNone,
+  kLibunwind,
+  kFramePointer,
+  kLibunwindThenFp,
+  kCfi,              // the own CFI unwinder, to the end
+  kCfiThenLibunwind  // the CFI unwinder, then libunwind where it stopped
+};
 
 struct ThreadCapture {
   pid_t tid;

@@ -42,8 +42,6 @@ TerminateInfo g_terminate;  // filled by the terminate handler (src/install/term
 FAULTLINE_CONSTINIT HandlerState g_handler;
 // Set while a capture phase runs: a fault inside it jumps back to the
 // phase runner, which records the phase as failed and goes on with the next one.
-__thread sigjmp_buf t_recover __attribute__((tls_model("initial-exec")));
-__thread volatile int t_recover_armed __attribute__((tls_model("initial-exec")));
 
 // Crashes of other threads that arrived while the report was being made.
 SecondaryCrash g_secondary[kMaxSecondary];
@@ -94,7 +92,8 @@ void crash_work(void* arg) {
     set_phase(Phase::kStderrSummary);
     write_stderr_summary(*c, cfg);
   }
-  if (cfg.write_stderr || !w->written) announce_report(*c, w->written);
+  // FAULTLINE_STDERR=0: nothing on stderr at all, not even the fallback copy.
+  if (cfg.write_stderr) announce_report(*c, w->written);
 }
 
 void dump_work(void* arg) {
@@ -111,7 +110,7 @@ void dump_work(void* arg) {
   if (!c) return;
   capture_all(c, CaptureKind::kDump, w->signo, w->info, w->ucv);
   w->written = write_report(*c, /*announce=*/false);
-  if (g_crash.config.write_stderr || !w->written) announce_report(*c, w->written);
+  if (g_crash.config.write_stderr) announce_report(*c, w->written);
 }
 
 void ignore_sigpipe(struct sigaction* old) {
@@ -158,11 +157,12 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   }
   pid_t self = sys_gettid();
   bool from_kernel = !signal_sent_by_process(info->si_code);
-  if (from_kernel && t_recover_armed) {
+  ThreadState* state = from_kernel ? thread_state_find() : nullptr;
+  if (state && state->recover_armed) {
     // A fault inside one of our own steps on this thread (the owner's
     // capture, a thread unwinding itself, the watchdog's writer).
-    t_recover_armed = 0;
-    siglongjmp(t_recover, 1);
+    state->recover_armed = 0;
+    siglongjmp(state->recover, 1);
   }
   pid_t owner = g_handler.owner.load(std::memory_order_acquire);
   if ((owner & ~kDumpBit) == self) {

@@ -5,6 +5,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
+#include "core/module_snapshot.h"
 #include "core/safe_read.h"
 #include "core/str.h"
 
@@ -16,36 +17,44 @@ uintptr_t g_exe_phdr = 0;
 size_t g_exe_phnum = 0;
 uintptr_t g_vdso = 0;
 
-// A module's image: its program headers are at phdr (runtime address).
-void read_image(Module* m, uintptr_t phdr, size_t phnum) {
-  uintptr_t lo = UINTPTR_MAX, hi = 0;
-  if (phnum > 256) phnum = 256;
-  for (size_t i = 0; i < phnum; ++i) {
-    ElfW(Phdr) ph;
-    if (!safe_read_obj(&ph, phdr + i * sizeof ph)) return;
-    if (ph.p_type == PT_LOAD) {
-      if (ph.p_vaddr < lo) lo = ph.p_vaddr;
-      if (ph.p_vaddr + ph.p_memsz > hi) hi = ph.p_vaddr + ph.p_memsz;
-    } else if (ph.p_type == PT_NOTE && m->build_id_len == 0) {
-      // Notes: {namesz, descsz, type} name (4-aligned) desc (4-aligned).
-      uintptr_t p = m->bias + ph.p_vaddr;
-      uintptr_t end = p + ph.p_memsz;
-      while (p + sizeof(ElfW(Nhdr)) <= end) {
-        ElfW(Nhdr) nh;
-        if (!safe_read_obj(&nh, p)) break;
-        uintptr_t name = p + sizeof nh;
-        uintptr_t desc = name + ((nh.n_namesz + 3) & ~3u);
-        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 &&
-            nh.n_descsz <= sizeof m->build_id) {
-          char gnu[4];
-          if (safe_read(gnu, name, 4) && str_eq(gnu, "GNU") &&
-              safe_read(m->build_id, desc, nh.n_descsz)) {
-            m->build_id_len = static_cast<uint8_t>(nh.n_descsz);
-          }
-          break;
-        }
-        p = desc + ((nh.n_descsz + 3) & ~3u);
+// The build-id note among the notes in notes[0, size).
+void parse_build_id(Module* m, const uint8_t* notes, size_t size) {
+  // Notes: {namesz, descsz, type} name (4-aligned) desc (4-aligned).
+  for (size_t off = 0; off + sizeof(ElfW(Nhdr)) <= size;) {
+    ElfW(Nhdr) nh;
+    __builtin_memcpy(&nh, notes + off, sizeof nh);
+    size_t name = off + sizeof nh;
+    size_t desc = name + ((nh.n_namesz + 3) & ~3u);
+    if (desc < name || desc > size) return;
+    if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 &&
+        nh.n_descsz <= sizeof m->build_id && desc + nh.n_descsz <= size) {
+      if (__builtin_memcmp(notes + name, "GNU", 4) == 0) {
+        __builtin_memcpy(m->build_id, notes + desc, nh.n_descsz);
+        m->build_id_len = static_cast<uint8_t>(nh.n_descsz);
       }
+      return;
+    }
+    off = desc + ((nh.n_descsz + 3) & ~3u);
+  }
+}
+
+// A module's image: its program headers are at phdr (runtime address),
+// read in one go.
+void read_image(Module* m, uintptr_t phdr, size_t phnum) {
+  ElfW(Phdr) ph[64];
+  if (phnum > 64) phnum = 64;
+  if (!safe_read(ph, phdr, phnum * sizeof ph[0])) return;
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (size_t i = 0; i < phnum; ++i) {
+    if (ph[i].p_type == PT_LOAD) {
+      if (ph[i].p_vaddr < lo) lo = ph[i].p_vaddr;
+      if (ph[i].p_vaddr + ph[i].p_memsz > hi) hi = ph[i].p_vaddr + ph[i].p_memsz;
+    } else if (ph[i].p_type == PT_GNU_EH_FRAME) {
+      m->eh_frame_hdr = m->bias + ph[i].p_vaddr;
+    } else if (ph[i].p_type == PT_NOTE && m->build_id_len == 0) {
+      uint8_t notes[256];  // the build-id note comes first in practice
+      size_t size = ph[i].p_memsz < sizeof notes ? ph[i].p_memsz : sizeof notes;
+      if (safe_read(notes, m->bias + ph[i].p_vaddr, size)) parse_build_id(m, notes, size);
     }
   }
   if (lo < hi) {
@@ -55,6 +64,10 @@ void read_image(Module* m, uintptr_t phdr, size_t phnum) {
 }
 
 }  // namespace
+
+const char* modules_exe_path() {
+  return g_exe_path;
+}
 
 void modules_init() {
   long n = readlink("/proc/self/exe", g_exe_path, sizeof g_exe_path - 1);
@@ -69,7 +82,122 @@ void modules_init() {
   g_vdso = getauxval(AT_SYSINFO_EHDR);
 }
 
-bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors) {
+namespace {
+
+// Modules the snapshot did not know, read together: names, ELF headers,
+// program headers and notes each in one batch (a few system calls for
+// hundreds of modules, not a few per module).
+struct Pending {
+  int slot;  // index in the table
+  uintptr_t l_name;
+  char name[256];
+  bool name_ok;
+  ElfW(Ehdr) eh;
+  bool eh_ok;
+  ElfW(Phdr) ph[16];
+  int phnum;
+  bool ph_ok;
+  uint8_t notes[256];
+  size_t notes_len;
+  uint64_t notes_align;
+  bool notes_ok;
+};
+
+void read_pending(ModuleTable* table, Pending* p, int n, Arena* arena) {
+  void** dst = arena->alloc_array<void*>(static_cast<size_t>(n));
+  uintptr_t* addr = arena->alloc_array<uintptr_t>(static_cast<size_t>(n));
+  size_t* len = arena->alloc_array<size_t>(static_cast<size_t>(n));
+  bool* ok = arena->alloc_array<bool>(static_cast<size_t>(n));
+  if (!dst || !addr || !len || !ok) return;
+  // Names: up to 256 bytes, never past the page the name starts on.
+  for (int i = 0; i < n; ++i) {
+    dst[i] = p[i].name;
+    addr[i] = p[i].l_name;
+    size_t page_left = 4096 - (p[i].l_name & 4095);
+    len[i] = page_left < sizeof p[i].name ? page_left : sizeof p[i].name;
+  }
+  safe_read_many(dst, addr, len, ok, n);
+  for (int i = 0; i < n; ++i) {
+    p[i].name_ok = false;
+    if (!ok[i]) continue;
+    for (size_t k = 0; k < len[i]; ++k) {
+      if (p[i].name[k] == '\0') p[i].name_ok = true;
+    }
+  }
+  // ELF headers at the bias (a library's lowest segment starts at 0).
+  for (int i = 0; i < n; ++i) {
+    dst[i] = &p[i].eh;
+    addr[i] = table->items[p[i].slot].bias;
+    len[i] = sizeof p[i].eh;
+  }
+  safe_read_many(dst, addr, len, ok, n);
+  for (int i = 0; i < n; ++i) {
+    const ElfW(Ehdr)& eh = p[i].eh;
+    p[i].eh_ok = ok[i] && eh.e_ident[0] == ELFMAG0 && eh.e_ident[1] == ELFMAG1 &&
+                 eh.e_phentsize == sizeof(ElfW(Phdr));
+    p[i].phnum = p[i].eh_ok ? eh.e_phnum : 0;
+    if (p[i].phnum > 16) p[i].phnum = 16;  // more: read alone below
+    dst[i] = p[i].ph;
+    addr[i] = table->items[p[i].slot].bias + (p[i].eh_ok ? eh.e_phoff : 0);
+    len[i] = static_cast<size_t>(p[i].phnum) * sizeof(ElfW(Phdr));
+  }
+  safe_read_many(dst, addr, len, ok, n);
+  for (int i = 0; i < n; ++i) {
+    Module* m = &table->items[p[i].slot];
+    p[i].ph_ok = ok[i] && p[i].phnum > 0;
+    p[i].notes_len = 0;
+    if (p[i].eh_ok && p[i].eh.e_phnum > 16) {
+      read_image(m, m->bias + p[i].eh.e_phoff, p[i].eh.e_phnum);
+      p[i].ph_ok = false;
+      continue;
+    }
+    if (!p[i].ph_ok) continue;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int k = 0; k < p[i].phnum; ++k) {
+      const ElfW(Phdr)& ph = p[i].ph[k];
+      if (ph.p_type == PT_LOAD) {
+        if (ph.p_vaddr < lo) lo = ph.p_vaddr;
+        if (ph.p_vaddr + ph.p_memsz > hi) hi = ph.p_vaddr + ph.p_memsz;
+      } else if (ph.p_type == PT_GNU_EH_FRAME) {
+        m->eh_frame_hdr = m->bias + ph.p_vaddr;
+      } else if (ph.p_type == PT_NOTE && (!p[i].notes_len || ph.p_align <= 4)) {
+        // The build-id is in the 4-aligned note segment (the 8-aligned one,
+        // when there are two, holds .note.gnu.property).
+        if (p[i].notes_len && p[i].notes_align <= 4) continue;
+        addr[i] = m->bias + ph.p_vaddr;
+        p[i].notes_len = ph.p_memsz < sizeof p[i].notes ? ph.p_memsz : sizeof p[i].notes;
+        p[i].notes_align = ph.p_align;
+      }
+    }
+    if (lo < hi) {
+      m->base = m->bias + (lo & ~static_cast<uintptr_t>(4095));
+      m->end = m->bias + hi;
+    }
+  }
+  // Notes: the build-id note comes first in practice.
+  for (int i = 0; i < n; ++i) {
+    dst[i] = p[i].notes;
+    len[i] = p[i].ph_ok ? p[i].notes_len : 0;
+    if (!len[i]) addr[i] = 0;
+  }
+  safe_read_many(dst, addr, len, ok, n);
+  for (int i = 0; i < n; ++i) {
+    Module* m = &table->items[p[i].slot];
+    if (ok[i] && len[i]) parse_build_id(m, p[i].notes, len[i]);
+    // Not there: every note segment, one by one (rare).
+    for (int k = 0; p[i].ph_ok && m->build_id_len == 0 && k < p[i].phnum; ++k) {
+      const ElfW(Phdr)& ph = p[i].ph[k];
+      if (ph.p_type != PT_NOTE) continue;
+      uint8_t notes[256];
+      size_t size = ph.p_memsz < sizeof notes ? ph.p_memsz : sizeof notes;
+      if (safe_read(notes, m->bias + ph.p_vaddr, size)) parse_build_id(m, notes, size);
+    }
+  }
+}
+
+}  // namespace
+
+bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors, bool reuse_snapshot) {
   table->count = 0;
   table->truncated = false;
   struct r_debug dbg;
@@ -77,6 +205,11 @@ bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors) {
     errors->add("modules: _r_debug is not readable");
     return false;
   }
+  // Batched reads for up to 512 modules (under 1 MiB of arena); any more
+  // are read one by one.
+  int max_pending = table->capacity < 512 ? table->capacity : 512;
+  Pending* pending = arena->alloc_array<Pending>(static_cast<size_t>(max_pending));
+  int npending = 0;
   uintptr_t lm_addr = reinterpret_cast<uintptr_t>(dbg.r_map);
   // The link map is a list the loader may be editing (dlopen on another
   // thread): bound the walk and stop at a cycle-length guard.
@@ -91,29 +224,59 @@ bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors) {
       break;
     }
     Module* m = &table->items[table->count];
+    // A module the snapshot already knows: no reads of its headers.
+    if (reuse_snapshot &&
+        module_snapshot_known(lm_addr, lm.l_addr, reinterpret_cast<uintptr_t>(lm.l_name), m)) {
+      m->path = arena->dup(m->path, 4096);
+      ++table->count;
+      lm_addr = reinterpret_cast<uintptr_t>(lm.l_next);
+      continue;
+    }
     *m = Module{};
     m->bias = lm.l_addr;
-    static char name[4096];  // static: the signal stack may be small
-    long len = safe_read_cstr(name, sizeof name, reinterpret_cast<uintptr_t>(lm.l_name));
-    bool first = table->count == 0;
-    if (first && len <= 0) {
-      m->is_main = true;
-      m->path = arena->dup(g_exe_path, sizeof g_exe_path);
-      // The executable's headers are in auxv (its l_addr is the PIE bias).
-      read_image(m, g_exe_phdr, g_exe_phnum);
-    } else {
-      m->path = len > 0 ? arena->dup(name, sizeof name) : "";
-      ElfW(Ehdr) eh;
-      uintptr_t ehdr = lm.l_addr;
-      if (g_vdso && lm.l_addr == g_vdso) m->is_vdso = true;
-      if (safe_read_obj(&eh, ehdr) && eh.e_ident[0] == ELFMAG0 && eh.e_ident[1] == ELFMAG1 &&
-          eh.e_phentsize == sizeof(ElfW(Phdr))) {
-        read_image(m, ehdr + eh.e_phoff, eh.e_phnum);
+    if (g_vdso && lm.l_addr == g_vdso) m->is_vdso = true;
+    if (table->count == 0 || !pending || npending >= max_pending) {
+      // The first (the executable, named "" and described by auxv), or no
+      // room to batch: read alone.
+      static char name[4096];  // static: the signal stack may be small
+      long len = safe_read_cstr(name, sizeof name, reinterpret_cast<uintptr_t>(lm.l_name));
+      if (table->count == 0 && len <= 0) {
+        m->is_main = true;
+        m->path = arena->dup(g_exe_path, sizeof g_exe_path);
+        read_image(m, g_exe_phdr, g_exe_phnum);
+      } else {
+        m->path = len > 0 ? arena->dup(name, sizeof name) : "";
+        ElfW(Ehdr) eh;
+        if (safe_read_obj(&eh, lm.l_addr) && eh.e_ident[0] == ELFMAG0 && eh.e_ident[1] == ELFMAG1 &&
+            eh.e_phentsize == sizeof(ElfW(Phdr))) {
+          read_image(m, lm.l_addr + eh.e_phoff, eh.e_phnum);
+        }
       }
+    } else {
+      Pending& p = pending[npending++];
+      p.slot = table->count;
+      p.l_name = reinterpret_cast<uintptr_t>(lm.l_name);
     }
-    if (m->end > m->base) ++table->count;
+    ++table->count;  // modules without a mapped range are dropped below
     lm_addr = reinterpret_cast<uintptr_t>(lm.l_next);
   }
+  if (npending) read_pending(table, pending, npending, arena);
+  for (int i = 0; i < npending; ++i) {
+    Module* m = &table->items[pending[i].slot];
+    if (pending[i].name_ok) {
+      m->path = arena->dup(pending[i].name, sizeof pending[i].name);
+    } else {
+      static char name[4096];
+      long len = safe_read_cstr(name, sizeof name, pending[i].l_name);
+      m->path = len > 0 ? arena->dup(name, sizeof name) : "";
+    }
+  }
+  // Keep only modules with a mapped range, in link-map order.
+  int kept = 0;
+  for (int i = 0; i < table->count; ++i) {
+    if (table->items[i].end > table->items[i].base) table->items[kept++] = table->items[i];
+  }
+  table->count = kept;
   return table->count > 0;
 }
 

@@ -17,13 +17,17 @@ struct ModuleTable {
 };
 
 // Fills `table` (capacity preset) from the link map. Returns false if the
-// link map could not be read at all.
-bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors);
+// link map could not be read at all. Modules the snapshot already knows
+// (module_snapshot.h) are copied from it unless `reuse_snapshot` is false.
+bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors,
+                     bool reuse_snapshot = true);
 
 // Index of the module containing pc, or -1.
 int find_module(const ModuleTable& table, uintptr_t pc);
 
 // Install-time: remembers the main executable's path (the link map names it "").
 void modules_init();
+// The main executable's path found by modules_init.
+const char* modules_exe_path();
 
 }  // namespace faultline::core

@@ -54,14 +54,17 @@ void run_phase_fn(Phase p, Capture* c, void (*fn)(void*), void* arg) {
     // Out of time: only the cheap phases still run.
     c->errors.add(text);
     note_watchdog(c);
-  } else if (sigsetjmp(t_recover, 1) == 0) {
-    t_recover_armed = 1;
+  } else if (ThreadState* ts = thread_state(); !ts) {
+    fn(arg);  // every entry taken by a live thread: no recovery point
+  } else if (sigsetjmp(ts->recover, 1) == 0) {
+    ts->recover_armed = 1;
     fn(arg);
+    ts->recover_armed = 0;
   } else {
+    ts->recover_armed = 0;
     c->errors.add(text);  // the phase's text says what was lost
     if (watchdog_fired()) note_watchdog(c);
   }
-  t_recover_armed = 0;
   if (c->nphases < kMaxPhases) c->phases[c->nphases++] = {p, monotonic_ns() - start};
 }
 

@@ -10,6 +10,7 @@
 #include "core/diagnosis.h"
 #include "core/json_writer.h"
 #include "core/safe_read.h"
+#include "core/scrub.h"
 #include "core/signals.h"
 #include "core/str.h"
 #include "core/sys.h"
@@ -31,6 +32,10 @@ const char* unwinder_name(Unwinder u) {
       return "frame-pointer";
     case Unwinder::kLibunwindThenFp:
       return "libunwind+frame-pointer";
+    case Unwinder::kCfi:
+      return "cfi";
+    case Unwinder::kCfiThenLibunwind:
+      return "cfi+libunwind";
     case Unwinder::kNone:
       break;
   }
@@ -176,9 +181,17 @@ void write_process(JsonWriter& w, const Capture& c, const Config& cfg) {
   w.str_exact("executable", exe, str_len(exe));
   w.key("argv");
   w.begin_array();
+  // Secrets (--api-key=..., --password X, URL passwords) are filtered as
+  // they are written: src/core/scrub.h, doc/security.md.
+  ArgScrubber scrubber(cfg.scrub_keys);
+  static char scrubbed[8192 + 64];
   for (int off = 0; off < cfg.argv_len;) {
     size_t n = str_nlen(cfg.argv + off, static_cast<size_t>(cfg.argv_len - off));
-    w.str_n(cfg.argv + off, n);
+    if (cfg.scrub) {
+      w.str_n(scrubbed, scrubber.scrub(cfg.argv + off, n, scrubbed, sizeof scrubbed));
+    } else {
+      w.str_n(cfg.argv + off, n);
+    }
     off += static_cast<int>(n) + 1;
   }
   w.end_array();

@@ -22,11 +22,14 @@ volatile int g_pipe_busy = 0;
 // 4 KiB per pipe round trip keeps each write atomic and the pipe never full.
 constexpr size_t kPipeChunk = 4096;
 
+volatile pid_t g_pinned_pid = 0;
+
 bool read_vm(void* dst, uintptr_t addr, size_t n, int* err) {
   struct iovec local = {dst, n};
   struct iovec remote = {reinterpret_cast<void*>(addr), n};
-  long got = syscall(SYS_process_vm_readv, static_cast<long>(sys_getpid()), &local, 1UL, &remote,
-                     1UL, 0UL);
+  pid_t pid = g_pinned_pid;
+  if (!pid) pid = sys_getpid();
+  long got = syscall(SYS_process_vm_readv, static_cast<long>(pid), &local, 1UL, &remote, 1UL, 0UL);
   if (got < 0) {
     *err = errno;
     return false;
@@ -91,7 +94,42 @@ void safe_read_check_fds() {
   }
 }
 
+void safe_read_many(void* const* dst, const uintptr_t* addr, const size_t* n, bool* ok, int count) {
+  int i = 0;
+  if (g_method == static_cast<int>(SafeReadMethod::kVmReadv)) {
+    constexpr int kBatch = 64;
+    struct iovec local[kBatch], remote[kBatch];
+    pid_t pid = g_pinned_pid;
+    if (!pid) pid = sys_getpid();
+    while (i < count) {
+      int k = count - i < kBatch ? count - i : kBatch;
+      for (int j = 0; j < k; ++j) {
+        local[j] = {dst[i + j], n[i + j]};
+        remote[j] = {reinterpret_cast<void*>(addr[i + j]), n[i + j]};
+      }
+      long got = syscall(SYS_process_vm_readv, static_cast<long>(pid), local, static_cast<long>(k),
+                         remote, static_cast<long>(k), 0UL);
+      if (got < 0) break;  // denied: the one-by-one path below decides
+      // The kernel stops at the first range it cannot read: the ones before
+      // are whole, that one failed, the rest go in the next call.
+      int j = 0;
+      for (size_t left = static_cast<size_t>(got); j < k && left >= n[i + j]; ++j) {
+        left -= n[i + j];
+        ok[i + j] = true;
+      }
+      if (j < k) ok[i + j++] = false;
+      i += j;
+    }
+  }
+  for (; i < count; ++i) ok[i] = safe_read(dst[i], addr[i], n[i]);
+}
+
+void safe_read_pin_pid(pid_t pid) {
+  g_pinned_pid = pid;
+}
+
 void safe_read_reset_after_fork() {
+  g_pinned_pid = 0;
   if (g_pipe[0] >= 0) {
     close(g_pipe[0]);
     close(g_pipe[1]);

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 namespace faultline::core {
 
@@ -29,6 +30,12 @@ void safe_read_force(SafeReadMethod m);
 SafeReadMethod safe_read_method();
 const char* safe_read_method_name();
 
+// Crash time: the process id the reads use during a capture (0: ask the
+// kernel on every read, as outside a capture). Saves one system call per
+// read; a capture pins its own pid, so a forked child never reads its
+// parent. Async-signal-safe.
+void safe_read_pin_pid(pid_t pid);
+
 // Copies n bytes from addr into dst. True only if all n bytes were read.
 // Async-signal-safe. Concurrent callers are safe (the pipe path serialises
 // through a spin flag and falls back to failure instead of waiting forever).
@@ -38,6 +45,12 @@ template <typename T>
 inline bool safe_read_obj(T* dst, uintptr_t addr) {
   return safe_read(dst, addr, sizeof(T));
 }
+
+// Many reads at once: dst[i] <- n[i] bytes at addr[i]; ok[i] says whether
+// each was read whole. One process_vm_readv for all where the SafeReader
+// uses it (a failing range costs one more call), else one read each.
+// Async-signal-safe.
+void safe_read_many(void* const* dst, const uintptr_t* addr, const size_t* n, bool* ok, int count);
 
 // Reads a NUL-terminated string of at most cap-1 bytes into dst (always
 // terminated). Returns the length read, or -1 if nothing could be read.

@@ -7,6 +7,53 @@
 #include "core/str.h"
 
 namespace faultline::core {
+namespace {
+
+// Writes `s` as one line of text for a terminal or a CI log: control
+// characters (from argv, file and function names), C1 controls and bidi
+// overrides become \xNN escapes, as faulthandler escapes what it prints.
+void write_escaped_line(const char* s, size_t n) {
+  char out[512];
+  size_t len = 0;
+  auto flush = [&] {
+    raw_write_n(raw_log_fd(), out, len);
+    len = 0;
+  };
+  auto escape = [&](unsigned char ch) {
+    static const char kHex[] = "0123456789abcdef";
+    out[len++] = '\\';
+    out[len++] = 'x';
+    out[len++] = kHex[ch >> 4];
+    out[len++] = kHex[ch & 15];
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (len + 16 > sizeof out) flush();
+    unsigned char ch = static_cast<unsigned char>(s[i]);
+    unsigned char next = i + 1 < n ? static_cast<unsigned char>(s[i + 1]) : 0;
+    unsigned char third = i + 2 < n ? static_cast<unsigned char>(s[i + 2]) : 0;
+    bool c1 = ch == 0xc2 && next >= 0x80 && next <= 0x9f;
+    bool bidi = ch == 0xe2 && ((next == 0x80 && third >= 0xaa && third <= 0xae) ||
+                               (next == 0x81 && third >= 0xa6 && third <= 0xa9));
+    if (ch < 0x20 || ch == 0x7f) {
+      escape(ch);
+    } else if (c1) {
+      escape(ch);
+      escape(next);
+      i += 1;
+    } else if (bidi) {
+      escape(ch);
+      escape(next);
+      escape(third);
+      i += 2;
+    } else {
+      out[len++] = static_cast<char>(ch);
+    }
+  }
+  out[len++] = '\n';
+  flush();
+}
+
+}  // namespace
 
 void write_stderr_summary(const Capture& c, const Config&) {
   const SignalInfo* si = find_signal(c.signo);
@@ -16,11 +63,11 @@ void write_stderr_summary(const Capture& c, const Config&) {
   } else {
     raw_log("faultline: fatal signal: ", desc, "\n\n");
   }
-  raw_log(c.summary, "\n");
+  write_escaped_line(c.summary, str_nlen(c.summary, sizeof c.summary));
   const ThreadCapture* t = crashed_thread(c);
   if (!t) return;
   raw_log("Current thread ");
-  raw_write_dec(2, t->tid);
+  raw_write_dec(raw_log_fd(), t->tid);
   raw_log(" (most recent call first):\n");
   const PyThread* py = python_thread_for(c, t->tid);
   // In call order where the Python walker can prove the merge (like the
@@ -54,13 +101,12 @@ void write_stderr_summary(const Capture& c, const Config&) {
       if (f.symbol) b.add("+").add_hex(f.symbol_offset);
       ++native_shown;
     }
-    b.add("\n");
-    raw_write_n(2, line, b.len());
+    write_escaped_line(line, b.len());
   }
   shown = native_shown;
   if (t->frames_total > shown) {
     raw_log("  ... ");
-    raw_write_dec(2, t->frames_total - shown);
+    raw_write_dec(raw_log_fd(), t->frames_total - shown);
     raw_log(" more frames in the report\n");
   }
 }

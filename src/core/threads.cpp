@@ -17,6 +17,7 @@
 #include "core/str.h"
 #include "core/sys.h"
 #include "core/unwind.h"
+#include "core/unwind_cfi.h"
 #include "core/watchdog.h"
 
 namespace faultline::core {
@@ -72,12 +73,21 @@ const ModuleTable* volatile g_modules = nullptr;
 struct Request;
 void unwind_into(const ucontext_t* uc, Request& r);
 
-// True when this thread's current stack has room for libunwind: not on a
-// signal stack, or on one of at least 48 KiB.
+// True when this thread's current stack has room for its unwinder: not on
+// a signal stack, or on one of at least 48 KiB for libunwind, or with at
+// least kCfiStackBytes left below us for the CFI unwinder (Python's
+// faulthandler gives the main thread a 16 KiB signal stack: with the CFI
+// unwinder it unwinds itself instead of parking).
 bool stack_is_roomy() {
   stack_t ss;
   if (sigaltstack(nullptr, &ss) != 0) return false;
   if (!(ss.ss_flags & SS_ONSTACK)) return true;
+  if (unwinder_choice() == UnwinderChoice::kCfi && unwind_cfi_modules().count > 0) {
+    char here;
+    uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
+    uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
+    if (sp > lo && sp - lo >= kCfiStackBytes) return true;
+  }
   return ss.ss_size >= (48u << 10);
 }
 
@@ -99,8 +109,6 @@ int g_signo = 0;
 struct sigaction g_previous;
 pid_t g_pid = 0;
 
-__thread const ucontext_t* t_secondary_uc __attribute__((tls_model("initial-exec")));
-
 void chain_previous(int signo, siginfo_t* info, void* uc) {
   if (g_previous.sa_flags & SA_SIGINFO) {
     if (g_previous.sa_sigaction) g_previous.sa_sigaction(signo, info, uc);
@@ -116,13 +124,16 @@ void chain_previous(int signo, siginfo_t* info, void* uc) {
 // mask would cost a system call per thread.
 __attribute__((noinline)) void unwind_into(const ucontext_t* uc, Request& r) {
   CaptureErrors errors = {};
-  if (sigsetjmp(t_recover, 0) == 0) {
-    t_recover_armed = 1;
+  ThreadState* ts = thread_state();
+  if (!ts) {
+    unwind_from_context(uc, *g_modules, r.slot, r.max_frames, &errors);
+  } else if (sigsetjmp(ts->recover, 0) == 0) {
+    ts->recover_armed = 1;
     unwind_from_context(uc, *g_modules, r.slot, r.max_frames, &errors);
   } else {
     errors.add("unwind: fault while unwinding this thread (frames so far kept)");
   }
-  t_recover_armed = 0;
+  if (ts) ts->recover_armed = 0;
   if (errors.count && !r.slot->note) r.slot->note = errors.items[0];
 }
 
@@ -141,10 +152,12 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     if (r.tid != self || !move(r.state, RequestState::kRequested, RequestState::kClaimed)) {
       continue;
     }
-    const ucontext_t* uc = t_secondary_uc ? t_secondary_uc : static_cast<ucontext_t*>(ucv);
+    ThreadState* ts = thread_state_find();
+    const ucontext_t* secondary = ts ? ts->secondary_uc : nullptr;
+    const ucontext_t* uc = secondary ? secondary : static_cast<ucontext_t*>(ucv);
     // Our own name, without three /proc system calls in the owner.
     prctl(PR_GET_NAME, r.slot->name, 0, 0, 0);
-    if (t_secondary_uc) r.slot->note = "this thread crashed too, after the first crash";
+    if (secondary) r.slot->note = "this thread crashed too, after the first crash";
     if (stack_is_roomy()) {
       // Unwind ourselves, here: another thread may hold the loader's lock
       // that libunwind takes, and it can only let go if it is not parked.
@@ -220,7 +233,7 @@ void read_thread_name(pid_t tid, char* out, size_t cap) {
 }
 
 void note_secondary_crash(const ucontext_t* uc) {
-  t_secondary_uc = uc;
+  if (ThreadState* ts = thread_state()) ts->secondary_uc = uc;
 }
 
 void threads_abort_capture() {
@@ -394,19 +407,24 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
     CaptureErrors local = {};
     // A corrupt stack ends that thread's walk, not the capture: a recovery
     // point of its own, and the enclosing phase's restored afterwards.
+    ThreadState* ts = thread_state();
     sigjmp_buf outer;
-    __builtin_memcpy(&outer, &t_recover, sizeof outer);
-    int outer_armed = t_recover_armed;
+    volatile int outer_armed = ts ? ts->recover_armed : 0;
+    if (ts) __builtin_memcpy(&outer, &ts->recover, sizeof outer);
     // savemask 0: our handlers block nothing extra (SA_NODEFER, empty
     // sa_mask), and saving the mask would cost a system call per thread.
-    if (sigsetjmp(t_recover, 0) == 0) {
-      t_recover_armed = 1;
+    if (!ts) {
+      unwind_from_context(r.uc, modules, r.slot, r.max_frames, &local);
+    } else if (sigsetjmp(ts->recover, 0) == 0) {
+      ts->recover_armed = 1;
       unwind_from_context(r.uc, modules, r.slot, r.max_frames, &local);
     } else {
       local.add("unwind: fault while unwinding this thread (frames so far kept)");
     }
-    __builtin_memcpy(&t_recover, &outer, sizeof outer);
-    t_recover_armed = outer_armed;
+    if (ts) {
+      __builtin_memcpy(&ts->recover, &outer, sizeof outer);
+      ts->recover_armed = outer_armed;
+    }
     if (local.count && !r.slot->note) r.slot->note = local.items[0];
     r.slot->captured = r.slot->nframes > 0;
     r.state.store(RequestState::kDone, std::memory_order_release);

@@ -31,7 +31,9 @@ void torchelastic_set_error_file(const char* path);
 // Install time: reads TORCHELASTIC_ERROR_FILE. Inline so that getenv is
 // compiled into the install-time caller, never into the crash-path objects.
 inline void torchelastic_init() {
-  torchelastic_set_error_file(getenv("TORCHELASTIC_ERROR_FILE"));
+  // secure_getenv: a setuid/setgid program must not let its caller choose a
+  // file it overwrites (nullptr under AT_SECURE).
+  torchelastic_set_error_file(secure_getenv("TORCHELASTIC_ERROR_FILE"));
 }
 
 // True when an error file will be written.

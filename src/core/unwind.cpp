@@ -4,6 +4,7 @@
 #include <libunwind.h>
 
 #include "core/safe_read.h"
+#include "core/unwind_cfi.h"
 
 namespace faultline::core {
 namespace {
@@ -24,13 +25,31 @@ void push_frame(ThreadCapture* t, int max_frames, uintptr_t pc, uintptr_t sp, bo
   ++t->frames_total;
 }
 
-bool pc_is_code(const ModuleTable& modules, uintptr_t pc) {
-  // Code outside every module (JIT, Triton kernels' loaded cubins are not
-  // CPU code) still counts as code if it is readable; a pc that cannot even
-  // be read is the mark of a call through a bad pointer.
-  if (find_module(modules, pc) >= 0) return true;
+// Whether the first frame can be unwound from its own tables. Code outside
+// every module (JIT, Triton kernels' loaded cubins are not CPU code) counts
+// if it is readable; a pc that cannot even be read is the mark of a call
+// through a bad pointer. A pc in a module whose tables do not cover it (a
+// library built without unwind tables) is not: libunwind would guess a
+// frame-pointer frame there and read garbage.
+bool pc_has_unwind_info(const ModuleTable& modules, uintptr_t pc) {
+  const CfiModules& cfi = unwind_cfi_modules();
+  if (cfi.count > 0) {
+    CfiStatus st = cfi_lookup(cfi, pc);
+    if (st == CfiStatus::kNoTable || st == CfiStatus::kNoFde) return false;
+    if (st != CfiStatus::kNoModule) return true;
+  } else if (find_module(modules, pc) >= 0) {
+    return true;
+  }
   char byte;
   return safe_read(&byte, pc, 1);
+}
+
+// Whether ret can be a return address: in a module, right after a call.
+bool plausible_return(const ModuleTable& modules, uintptr_t ret) {
+  const CfiModules& cfi = unwind_cfi_modules();
+  bool in_module =
+      cfi.count > 0 ? cfi_find_module(cfi, ret - 1) >= 0 : find_module(modules, ret - 1) >= 0;
+  return in_module && cfi_follows_call(ret);
 }
 
 // Returns: 1 finished at the outermost frame, 0 stopped by the frame cap,
@@ -61,11 +80,15 @@ int walk_libunwind(unw_context_t* ctx, bool signal_frame, ThreadCapture* t, int 
 
 }  // namespace
 
-void unwind_init() {
+void unwind_init(bool per_thread_cache) {
   // A global cache takes a lock; the per-thread cache is signal-safe per
-  // libunwind's documentation. Warm it up so the first use at crash time
-  // does not initialise anything lazily.
-  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+  // libunwind's documentation when its TLS is static (loaded at start-up).
+  // Loaded late, libunwind's TLS is dynamic: a thread's first touch would
+  // call malloc inside the handler, so no cache then (slower, but safe).
+  // Warm up so the first use at crash time does not initialise anything
+  // lazily.
+  unw_set_caching_policy(unw_local_addr_space,
+                         per_thread_cache ? UNW_CACHE_PER_THREAD : UNW_CACHE_NONE);
   unw_context_t ctx;
   unw_getcontext(&ctx);
   unw_cursor_t cursor;
@@ -88,40 +111,52 @@ void unwind_frame_pointers(uintptr_t fp, ThreadCapture* t, int max_frames) {
   }
 }
 
-void unwind_from_context(const ucontext_t* uc, const ModuleTable& modules, ThreadCapture* t,
-                         int max_frames, CaptureErrors* errors) {
-  t->nframes = 0;
-  t->frames_total = 0;
-  t->unwinder = Unwinder::kLibunwind;
-  uintptr_t pc = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
-  uintptr_t sp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
-  uintptr_t fp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RBP]);
+namespace {
 
+// libunwind from the interrupted context, or (regs set) from the frame the
+// CFI unwinder stopped at, already recorded. Out of line: its context copy
+// stays off the stack of the CFI path, which may run on a small signal
+// stack.
+__attribute__((noinline)) void unwind_libunwind(const ucontext_t* uc, const CfiRegs* regs,
+                                                bool exact, const ModuleTable& modules,
+                                                ThreadCapture* t, int max_frames,
+                                                CaptureErrors* errors) {
   // unw_context_t is a ucontext_t on x86-64; copy it so libunwind may not
   // write into the kernel's signal frame.
   unw_context_t ctx;
   const char* src = reinterpret_cast<const char*>(uc);
   char* dst = reinterpret_cast<char*>(&ctx);
   for (size_t i = 0; i < sizeof ctx && i < sizeof *uc; ++i) dst[i] = src[i];
-
+  ucontext_t* c = reinterpret_cast<ucontext_t*>(&ctx);
+  if (regs) {
+    // It records the CFI unwinder's last frame again.
+    cfi_regs_to_ucontext(*regs, c);
+    --t->frames_total;
+    if (t->nframes > t->frames_total) t->nframes = t->frames_total;
+  }
+  uintptr_t pc = static_cast<uintptr_t>(c->uc_mcontext.gregs[REG_RIP]);
+  uintptr_t sp = static_cast<uintptr_t>(c->uc_mcontext.gregs[REG_RSP]);
+  uintptr_t last_fp = static_cast<uintptr_t>(c->uc_mcontext.gregs[REG_RBP]);
   int result;
-  uintptr_t last_fp = fp;
-  if (!pc_is_code(modules, pc)) {
-    // A call through a bad pointer: the return address is on top of the
-    // stack. Record the bad pc, then unwind from the caller.
+  uintptr_t ret = 0;
+  if (!regs && !pc_has_unwind_info(modules, pc) &&
+      (!safe_read_obj(&ret, sp) || plausible_return(modules, ret))) {
+    // A call through a bad pointer, or a first pc without unwind tables:
+    // the return address is on top of the stack. Record the pc, then
+    // unwind from the caller. (Not when the stack top is no return address:
+    // a function without tables stopped past its prologue; libunwind's
+    // guess does better there.)
     push_frame(t, max_frames, pc, sp, true);
-    uintptr_t ret = 0;
-    if (!safe_read_obj(&ret, sp)) {
+    if (!ret) {
       errors->add("unwind: pc is not code and the stack top is unreadable");
       t->unwinder = Unwinder::kNone;
       return;
     }
-    ucontext_t* c = reinterpret_cast<ucontext_t*>(&ctx);
     c->uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(ret);
     c->uc_mcontext.gregs[REG_RSP] = static_cast<greg_t>(sp + 8);
     result = walk_libunwind(&ctx, false, t, max_frames, &last_fp);
   } else {
-    result = walk_libunwind(&ctx, true, t, max_frames, &last_fp);
+    result = walk_libunwind(&ctx, exact, t, max_frames, &last_fp);
   }
   if (result < 0) {
     if (t->nframes == 0) push_frame(t, max_frames, pc, sp, true);
@@ -134,6 +169,54 @@ void unwind_from_context(const ucontext_t* uc, const ModuleTable& modules, Threa
       errors->add("unwind: libunwind stopped early and no frame-pointer chain was found");
     }
   }
+}
+
+// True unless this thread runs on a signal stack with less than `bytes`
+// left below it.
+bool stack_has_room(uintptr_t bytes) {
+  stack_t ss;
+  if (sigaltstack(nullptr, &ss) != 0) return false;
+  if (!(ss.ss_flags & SS_ONSTACK)) return true;
+  char here;
+  uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
+  uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
+  return sp > lo && sp - lo >= bytes;
+}
+
+}  // namespace
+
+void unwind_from_context(const ucontext_t* uc, const ModuleTable& modules, ThreadCapture* t,
+                         int max_frames, CaptureErrors* errors) {
+  t->nframes = 0;
+  t->frames_total = 0;
+  t->unwinder = Unwinder::kLibunwind;
+  if (unwinder_choice() == UnwinderChoice::kCfi && unwind_cfi_modules().count > 0) {
+    t->unwinder = Unwinder::kCfi;
+    CfiRegs last;
+    bool last_exact = true;
+    CfiStatus st;
+    if (unwind_cfi(uc, t, max_frames, kMaxCountedFrames, &last, &last_exact, &st)) {
+      t->captured = true;
+      return;
+    }
+    if (stack_has_room(40u << 10)) {
+      t->unwinder = Unwinder::kCfiThenLibunwind;
+      errors->add("unwind: the CFI unwinder stopped early; libunwind went on from there");
+      unwind_libunwind(uc, &last, last_exact, modules, t, max_frames, errors);
+    } else {
+      // A small signal stack has no room for libunwind: frame pointers.
+      int before = t->frames_total;
+      if (last.valid & (1u << kCfiRbp)) unwind_frame_pointers(last.r[kCfiRbp], t, max_frames);
+      errors->add(t->frames_total > before
+                      ? "unwind: the CFI unwinder stopped early; continued with the frame-pointer "
+                        "chain (no room for libunwind on this signal stack)"
+                      : "unwind: the CFI unwinder stopped early (no room for libunwind on this "
+                        "signal stack)");
+    }
+    t->captured = true;
+    return;
+  }
+  unwind_libunwind(uc, nullptr, true, modules, t, max_frames, errors);
   t->captured = true;
 }
 

@@ -17,7 +17,9 @@
 namespace faultline::core {
 
 // Install-time: set libunwind's caching policy for use in a signal handler.
-void unwind_init();
+// per_thread_cache: libunwind's per-thread cache (its own TLS) is safe to
+// touch in a handler, i.e. that TLS is static; else no cache is used.
+void unwind_init(bool per_thread_cache);
 
 // Fills thread->frames (capacity max_frames, allocated by the caller),
 // nframes, frames_total and unwinder. `phase_error` receives a reason when

@@ -38,12 +38,16 @@ void write_partial_report() {
   c->errors.add(
       "watchdog: the capture was stuck; another thread wrote this report with what had been "
       "captured");
-  if (sigsetjmp(t_recover, 1) == 0) {
-    t_recover_armed = 1;
+  ThreadState* ts = thread_state();
+  if (!ts) {
+    diagnose(c);
+    write_report(*c, true);
+  } else if (sigsetjmp(ts->recover, 1) == 0) {
+    ts->recover_armed = 1;
     diagnose(c);
     write_report(*c, true);
   }
-  t_recover_armed = 0;
+  if (ts) ts->recover_armed = 0;
 }
 
 void watchdog_expired(int, siginfo_t* info, void*) {
@@ -59,12 +63,13 @@ void watchdog_expired(int, siginfo_t* info, void*) {
                                                   std::memory_order_acq_rel);
   if (first) alarm(kWatchdogGraceSeconds);
   if (on_owner && (first || forwarded)) {
-    if (!wd().phase_abandoned.load(std::memory_order_acquire) && t_recover_armed) {
+    ThreadState* ts = thread_state_find();
+    if (!wd().phase_abandoned.load(std::memory_order_acquire) && ts && ts->recover_armed) {
       wd().phase_abandoned.store(true, std::memory_order_release);
       raw_log("faultline: watchdog: capture phase \"", phase,
               "\" took too long; writing the report without the rest of it\n");
-      t_recover_armed = 0;
-      siglongjmp(t_recover, 1);
+      ts->recover_armed = 0;
+      siglongjmp(ts->recover, 1);
     }
     return;  // writing the report: let it finish within the grace period
   }
@@ -132,6 +137,11 @@ void disarm_watchdog(int seconds) {
   while (syscall(SYS_rt_sigtimedwait, &set, nullptr, &zero, sizeof(uint64_t)) == SIGALRM) {
   }
   real_sigaction(SIGALRM, &wd().old_alarm, nullptr);
+  // The process may go on (a chained handler that recovers): a later live
+  // dump, which arms no watchdog, must not find this one fired and skip
+  // every phase.
+  wd().stage.store(WatchdogStage::kArmed, std::memory_order_release);
+  wd().phase_abandoned.store(false, std::memory_order_release);
 }
 
 bool watchdog_fired() {

@@ -13,8 +13,10 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "core/annotations.h"
 #include "core/classify.h"
 #include "core/crash.h"
+#include "core/module_snapshot.h"
 #include "core/python.h"
 #include "core/raw_log.h"
 #include "core/safe_read.h"
@@ -23,10 +25,13 @@
 #include "core/str.h"
 #include "core/sys.h"
 #include "core/terminate.h"
+#include "core/thread_state.h"
 #include "core/threads.h"
 #include "core/torchelastic.h"
 #include "core/unwind.h"
+#include "core/unwind_cfi.h"
 #include "faultline/faultline.h"
+#include "install/late_load.h"
 #include "install/sigaction_hook.h"
 #include "install/terminate.h"
 #include "install/thread_stacks.h"
@@ -84,6 +89,9 @@ void atfork_child() {
   reset_ownership_after_fork();
   threads_reset_after_fork();
   safe_read_reset_after_fork();
+  thread_state_reset_after_fork();
+  thread_annotations_after_fork();
+  module_snapshot_after_fork();
 }
 
 void reserve_fd() {
@@ -94,13 +102,13 @@ void reserve_fd() {
 constexpr int kDefaultWatchdogSeconds = 10;
 
 void warn_bad(const char* var, const char* value, const char* why) {
-  raw_log("faultline: ignoring ", var, "=", value);
+  raw_log("faultline: ignoring ", var, "=", value ? value : "");
   raw_log(" (", why, "); using the default\n");
 }
 
 // Reads an integer variable within [lo, hi]; keeps *out on a bad value.
 void env_int(const char* var, int64_t lo, int64_t hi, int64_t* out) {
-  const char* v = getenv(var);
+  const char* v = secure_getenv(var);
   if (!v || !*v) return;
   int64_t n;
   if (!parse_int(v, &n)) return warn_bad(var, v, "not a whole number");
@@ -109,7 +117,7 @@ void env_int(const char* var, int64_t lo, int64_t hi, int64_t* out) {
 }
 
 void env_bool(const char* var, int* out) {
-  const char* v = getenv(var);
+  const char* v = secure_getenv(var);
   if (!v || !*v) return;
   if (str_eq(v, "1") || str_eq(v, "yes") || str_eq(v, "true") || str_eq(v, "on")) {
     *out = 1;
@@ -122,14 +130,15 @@ void env_bool(const char* var, int* out) {
 
 // One signal by name or number; "0" means none.
 void env_signal(const char* var, int* out) {
-  const char* v = getenv(var);
+  const char* v = secure_getenv(var);
   if (!v || !*v) return;
   if (str_eq(v, "0")) {
     *out = 0;
     return;
   }
   int s = parse_signal(v);
-  if (s <= 0 || s == SIGKILL || s == SIGSTOP) return warn_bad(var, v, "unknown signal");
+  if (s == SIGKILL || s == SIGSTOP) return warn_bad(var, v, "this signal cannot be caught");
+  if (s <= 0) return warn_bad(var, v, "unknown signal");
   *out = s;
 }
 
@@ -141,7 +150,7 @@ unsigned long long default_signals() {
 
 // "SEGV,ABRT" or "SIGSEGV ABRT 7". Unknown names make the whole value bad.
 void env_signals(const char* var, unsigned long long* out) {
-  const char* v = getenv(var);
+  const char* v = secure_getenv(var);
   if (!v || !*v) return;
   unsigned long long mask = 0;
   char word[32];
@@ -151,7 +160,10 @@ void env_signals(const char* var, unsigned long long* out) {
       if (len) {
         word[len] = '\0';
         int s = parse_signal(word);
-        if (s <= 0 || s == SIGKILL || s == SIGSTOP) return warn_bad(var, v, "unknown signal");
+        if (s == SIGKILL || s == SIGSTOP) {
+          return warn_bad(var, v, "SIGKILL and SIGSTOP cannot be caught");
+        }
+        if (s <= 0) return warn_bad(var, v, "unknown signal");
         mask |= 1ull << s;
         len = 0;
       }
@@ -160,7 +172,46 @@ void env_signals(const char* var, unsigned long long* out) {
       word[len++] = *p;
     }
   }
-  if (mask) *out = mask;
+  if (!mask) return warn_bad(var, v, "no signal named");
+  *out = mask;
+}
+
+// Settings whose signals collide break faultline: a thread signal that is
+// also a fatal one spins forever after the report; a dump signal that is
+// fatal (or the thread signal) writes dumps in a loop or loses the other
+// threads' stacks. The setting that was given is refused with a warning and
+// its default kept.
+void resolve_signal_conflicts(faultline_options* opts, int default_dump) {
+  const int default_thread = SIGRTMAX - 3;
+  auto in_signals = [&](int s) { return s > 0 && s < 64 && ((opts->signals >> s) & 1); };
+  if (in_signals(opts->thread_signal) || opts->thread_signal == opts->dump_signal) {
+    if (opts->thread_signal != default_thread) {
+      warn_bad("FAULTLINE_THREAD_SIGNAL", secure_getenv("FAULTLINE_THREAD_SIGNAL"),
+               in_signals(opts->thread_signal) ? "it is one of the fatal signals handled"
+                                               : "it is the dump signal");
+      opts->thread_signal = default_thread;
+    } else {
+      warn_bad("FAULTLINE_SIGNALS", secure_getenv("FAULTLINE_SIGNALS"),
+               "it includes the thread signal");
+      opts->signals = default_signals();
+    }
+  }
+  if (opts->dump_signal > 0 &&
+      (in_signals(opts->dump_signal) || opts->dump_signal == opts->thread_signal)) {
+    warn_bad("FAULTLINE_DUMP_SIGNAL", secure_getenv("FAULTLINE_DUMP_SIGNAL"),
+             in_signals(opts->dump_signal) ? "it is one of the fatal signals handled"
+                                           : "it is the thread signal");
+    opts->dump_signal = default_dump;
+  }
+}
+
+// FAULTLINE_SCRUB=0 keeps argv verbatim; FAULTLINE_SCRUB_KEYS adds words.
+void read_scrub_settings(Config* cfg) {
+  int scrub = 1;
+  env_bool("FAULTLINE_SCRUB", &scrub);
+  cfg->scrub = scrub != 0;
+  const char* keys = secure_getenv("FAULTLINE_SCRUB_KEYS");
+  str_copy(cfg->scrub_keys, sizeof cfg->scrub_keys, keys ? keys : "");
 }
 
 void install_altstack() {
@@ -206,7 +257,8 @@ void open_report_dir(Config* cfg, const char* dir) {
   free(real);
   if (cfg->dir_fd < 0) {
     raw_log("faultline: report directory ", dir, " cannot be opened: ", strerror(cfg->dir_errno));
-    raw_log("; crash reports will go to stderr\n");
+    raw_log(cfg->write_stderr ? "; crash reports will go to stderr\n"
+                              : "; crash reports will be lost (FAULTLINE_STDERR=0)\n");
   }
 }
 
@@ -221,7 +273,9 @@ extern "C" {
 
 void faultline_options_init(faultline_options* opts) {
   *opts = faultline_options{};
-  opts->report_dir = getenv("FAULTLINE_DIR");
+  // secure_getenv everywhere: under AT_SECURE (setuid, setgid, capabilities)
+  // the caller's FAULTLINE_* variables are ignored (doc/security.md).
+  opts->report_dir = secure_getenv("FAULTLINE_DIR");
   opts->signals = default_signals();
   opts->write_stderr = 1;
   opts->max_frames = kDefaultMaxFrames;
@@ -257,6 +311,7 @@ void faultline_options_init(faultline_options* opts) {
   opts->thread_altstacks = 1;
   env_bool("FAULTLINE_THREAD_ALTSTACKS", &opts->thread_altstacks);
   env_bool("FAULTLINE_STAY_IN_FRONT", &opts->stay_in_front);
+  resolve_signal_conflicts(opts, dump ? SIGUSR2 : 0);
 }
 
 int faultline_install(const faultline_options* opts) {
@@ -271,11 +326,32 @@ int faultline_install(const faultline_options* opts) {
   if (!g_crash.arena.init(opts->arena_bytes)) return -ENOMEM;
   safe_read_init();
   modules_init();
-  unwind_init();
-  python_init(nullptr);
+  unwind_init(faultline::install::libunwind_tls_is_static());
+  // The unwinder is not an option of the C API: a deployment switch.
+  if (const char* u = secure_getenv("FAULTLINE_UNWINDER"); u && *u && !unwinder_choose(u))
+    warn_bad("FAULTLINE_UNWINDER", u, "expected cfi or libunwind");
+  module_snapshot_refresh();
+  {
+    // The interpreter is looked for in the snapshot just made, not in a
+    // second walk of the link map through the SafeReader.
+    Arena scratch{};
+    ModuleTable table = {};
+    CfiModules cfi = {};
+    table.capacity = 1024;
+    if (scratch.init(1u << 20) && (table.items = scratch.alloc_array<Module>(1024)) &&
+        module_snapshot_use(&table, &cfi, &scratch)) {
+      python_init(&table);
+    } else {
+      python_init(nullptr);
+    }
+    scratch.release();
+  }
   classify_init();
   torchelastic_init();
+  cfg->write_stderr = opts->write_stderr != 0;
   open_report_dir(cfg, opts->report_dir);
+  stderr_remember();
+  read_scrub_settings(cfg);
   cfg->write_stderr = opts->write_stderr != 0;
   cfg->max_frames = opts->max_frames > 0 ? opts->max_frames : kDefaultMaxFrames;
   cfg->watchdog_seconds = opts->watchdog_seconds;
@@ -289,10 +365,19 @@ int faultline_install(const faultline_options* opts) {
   cfg->callback_data = opts->callback_data;
   int dump_signo = opts->dump_signal;
   if (opts->dump_after_seconds > 0 && dump_signo <= 0) dump_signo = SIGUSR2;
+  // A dump signal that is also fatal or the thread signal would loop (the
+  // environment's settings were checked with a warning; this covers the API).
+  if (dump_signo > 0 && dump_signo < 64 &&
+      (((opts->signals >> dump_signo) & 1) || dump_signo == opts->thread_signal)) {
+    dump_signo = 0;
+  }
   cfg->dump_signal = dump_signo;
   g_crash.pid = sys_getpid();
   static bool atfork_done = false;
-  if (!atfork_done) atfork_done = pthread_atfork(nullptr, nullptr, atfork_child) == 0;
+  if (!atfork_done) {
+    atfork_done = pthread_atfork(module_snapshot_before_fork, module_snapshot_after_fork_parent,
+                                 atfork_child) == 0;
+  }
   reserve_fd();
   threads_init(cfg->thread_signal);
   install_dump_signal(dump_signo);
@@ -389,8 +474,9 @@ bool preloaded() {
 // The preload entry point. glibc passes (argc, argv, envp) to constructors.
 __attribute__((constructor)) void faultline_preload_init(int argc, char** argv, char**) {
   if (!preloaded()) return;
-  const char* off = getenv("FAULTLINE_DISABLE");
-  if (off && str_eq(off, "1")) return;
+  int off = 0;
+  env_bool("FAULTLINE_DISABLE", &off);
+  if (off) return;
   Config* cfg = &g_crash.config;
   int len = 0;
   for (int i = 0; argv && i < argc; ++i) {

@@ -8,6 +8,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/crash.h"
+#include "core/module_snapshot.h"
+
 namespace faultline::core {
 
 struct Start {
@@ -115,6 +118,9 @@ extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* 
                                                                      void* arg) {
   faultline::core::CreateFn real = faultline::core::real_create();
   if (!real) return EAGAIN;
+  // Modules loaded since the last snapshot (a Python job imports its
+  // extensions, then starts its worker threads): cheap when none were.
+  if (faultline::core::g_crash.installed) faultline::core::module_snapshot_refresh();
   if (!faultline::core::g_enabled) return real(thread, attr, fn, arg);
   Start* start = static_cast<Start*>(malloc(sizeof(Start)));
   if (!start) return real(thread, attr, fn, arg);

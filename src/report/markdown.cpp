@@ -25,12 +25,19 @@ std::string clip(const std::string& s, size_t max = kMaxLine) {
 
 // Text for a table cell or a paragraph, one line: the characters that could
 // start emphasis, code, links, raw HTML, entities or end a table cell escaped.
+//
+// Control characters (a lone \r ends a table row in some renderers, an
+// escape sequence reaches whoever pastes the text into a terminal) are first
+// written as visible escapes by escape_controls(), on every piece of report
+// text: cells, headings, code spans and code blocks.
+std::string one_line(const std::string& text) {
+  return clip(escape_controls(text));
+}
+
 std::string escape(const std::string& text) {
   std::string out;
-  for (char c : clip(text)) {
-    if (c == '\n' || c == '\r') {
-      out += ' ';
-    } else if (std::string("\\`*_[]<>|~&").find(c) != std::string::npos) {
+  for (char c : one_line(text)) {
+    if (std::string("\\`*_[]<>|~&").find(c) != std::string::npos) {
       out += '\\';
       out += c;
     } else {
@@ -42,8 +49,7 @@ std::string escape(const std::string& text) {
 
 // Inline code whose delimiter is longer than any backtick run inside.
 std::string code(const std::string& text) {
-  std::string t = clip(text);
-  std::replace(t.begin(), t.end(), '\n', ' ');
+  std::string t = one_line(text);
   size_t run = 0, longest = 0;
   for (char c : t) {
     run = c == '`' ? run + 1 : 0;
@@ -101,9 +107,9 @@ std::string stack(const Thread& t, size_t max_frames, Cut& cut) {
   size_t n = std::min(max_frames, t.frames.size());
   for (size_t i = 0; i < n; ++i) {
     const Frame& f = t.frames[i];
-    body +=
-        clip(fmt::format("#{:<3} {:<9} {}", i, f.origin.empty() ? "?" : f.origin, frame_text(f))) +
-        "\n";
+    body += one_line(fmt::format("#{:<3} {:<9} {}", i, f.origin.empty() ? "?" : f.origin,
+                                 frame_text(f))) +
+            "\n";
   }
   if (n < t.frames.size()) {
     body += fmt::format("... {} more frames cut from this issue\n", t.frames.size() - n);

@@ -80,8 +80,9 @@ std::string inlined_lines(const Frame& f, const std::string& indent) {
     std::string line = in.contains("line") && in["line"].is_number_integer()
                            ? ":" + std::to_string(in["line"].get<int64_t>())
                            : "";
-    out += fmt::format("{}(inlined) {}{}\n", indent, fn.empty() ? "??" : demangle(fn),
-                       file.empty() ? "" : " (" + file + line + ")");
+    out +=
+        fmt::format("{}(inlined) {}{}\n", indent, escape_controls(fn.empty() ? "??" : demangle(fn)),
+                    escape_controls(file.empty() ? "" : " (" + file + line + ")"));
   }
   return out;
 }
@@ -165,6 +166,59 @@ uint64_t faulthandler_thread_id(const Thread& t) {
 
 }  // namespace
 
+std::string escape_controls(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = byte(i);
+    if (c < 0x20 || c == 0x7f) {
+      switch (c) {
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        default:
+          out += fmt::format("\\x{:02x}", c);
+      }
+      ++i;
+      continue;
+    }
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: decoded to judge the code point, copied when harmless.
+    size_t n = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    uint32_t cp = n == 2 ? (c & 0x1Fu) : n == 3 ? (c & 0x0Fu) : (c & 0x07u);
+    bool valid = n != 0 && i + n <= text.size();
+    for (size_t k = 1; valid && k < n; ++k) {
+      valid = (byte(i + k) & 0xC0) == 0x80;
+      cp = (cp << 6) | (byte(i + k) & 0x3Fu);
+    }
+    if (!valid) {
+      out += fmt::format("\\x{:02x}", c);
+      ++i;
+      continue;
+    }
+    bool control = (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
+                   (cp >= 0x2066 && cp <= 0x2069);
+    if (control) {
+      out += fmt::format("\\u{:04x}", cp);
+    } else {
+      out.append(text, i, n);
+    }
+    i += n;
+  }
+  return out;
+}
+
 // argv as a shell would need it typed: arguments with spaces or quotes in
 // single quotes, so that the line can be pasted back into a terminal.
 std::string shell_join(const std::vector<std::string>& argv) {
@@ -176,6 +230,13 @@ std::string shell_join(const std::vector<std::string>& argv) {
                                    "0123456789-_./=:,+@%") == std::string::npos;
     if (plain) {
       out += a;
+      continue;
+    }
+    if (escape_controls(a) != a) {
+      // Bash's $'...' quoting: the escapes both show the characters and type them back.
+      std::string quoted;
+      for (char c : a) quoted += c == '\'' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+      out += "$'" + escape_controls(quoted) + "'";
       continue;
     }
     out += '\'';
@@ -218,20 +279,24 @@ std::string frame_text(const Frame& f) {
 std::string render_text(const Report& r, const TextOptions& options) {
   Style st{options.color};
   std::string out;
-  auto field = [&](const char* label, const std::string& value) {
-    out += fmt::format("{} {}\n", st.bold(fmt::format("{:<15}", std::string(label) + ":")), value);
+  // Every value comes from the report: escaped before any styling of ours.
+  auto field = [&](const char* label, const std::string& value, bool bold = false) {
+    std::string v = escape_controls(value);
+    out += fmt::format("{} {}\n", st.bold(fmt::format("{:<15}", std::string(label) + ":")),
+                       bold ? st.bold(v) : v);
   };
 
   if (r.kind == "dump") {
     out += st.yellow(fmt::format("Live dump of process {} ({}): the process continued",
-                                 or_unknown(r.process.pid), or_unknown(r.signal.name))) +
+                                 or_unknown(r.process.pid),
+                                 escape_controls(or_unknown(r.signal.name)))) +
            "\n";
   } else {
-    out += st.red(signal_line(r)) + "\n";
+    out += st.red(escape_controls(signal_line(r))) + "\n";
   }
   if (!r.signal.fault_address.empty()) field("Fault address", r.signal.fault_address);
   if (r.signal.sender_pid) field("Sent by pid", std::to_string(*r.signal.sender_pid));
-  field("Diagnosis", st.bold(or_unknown(r.diagnosis.summary)));
+  field("Diagnosis", or_unknown(r.diagnosis.summary), true);
   field("Category", or_unknown(r.diagnosis.category));
   field("Signature", or_unknown(r.diagnosis.signature));
   std::string process = or_unknown(r.process.pid);
@@ -256,13 +321,13 @@ std::string render_text(const Report& r, const TextOptions& options) {
   auto threads = r.threads_crashed_first();
   if (threads.empty()) out += "\nNo threads in this report.\n";
   for (const Thread* t : threads) {
-    std::string title = thread_title(*t);
+    std::string title = escape_controls(thread_title(*t));
     out += "\n" + (t->crashed ? st.red(title + " (crashed)") : st.bold(title)) + ":\n";
     if (t->frames.empty()) out += "  (no frames captured)\n";
     for (size_t i = 0; i < t->frames.size(); ++i) {
       const Frame& f = t->frames[i];
-      std::string origin = fmt::format("{:<9}", f.origin.empty() ? "?" : f.origin);
-      std::string text = frame_text(f);
+      std::string origin = fmt::format("{:<9}", escape_controls(f.origin.empty() ? "?" : f.origin));
+      std::string text = escape_controls(frame_text(f));
       out += fmt::format("  {:>3}  {} {}\n", "#" + std::to_string(i), st.dim(origin),
                          f.is_python() ? st.green(text) : text);
       out += inlined_lines(f, "                 ");
@@ -275,7 +340,7 @@ std::string render_text(const Report& r, const TextOptions& options) {
   }
   if (!r.errors.empty()) {
     out += "\n" + st.yellow("Capture errors (this report is partial):") + "\n";
-    for (const std::string& e : r.errors) out += "  - " + e + "\n";
+    for (const std::string& e : r.errors) out += "  - " + escape_controls(e) + "\n";
   }
   return out;
 }
@@ -287,7 +352,9 @@ std::string render_faulthandler(const Report& r) {
   const size_t kMaxThreads = 100;
   const size_t kMaxFrames = 100;
   std::string out;
-  if (r.kind != "dump") out += "Fatal Python error: " + faulthandler_signal_name(r) + "\n\n";
+  if (r.kind != "dump") {
+    out += "Fatal Python error: " + faulthandler_ascii(faulthandler_signal_name(r)) + "\n\n";
+  }
 
   const Thread* crashed = r.crashed_thread();
   std::vector<const Thread*> threads;
@@ -329,13 +396,15 @@ std::string render_faulthandler(const Report& r) {
 
 std::string render_explain(const Report& r) {
   std::string out;
-  out += fmt::format("{}\n", or_unknown(r.diagnosis.summary));
+  // Every piece of the report is escaped: explain prints to a terminal.
+  auto* e = &escape_controls;
+  out += fmt::format("{}\n", e(or_unknown(r.diagnosis.summary)));
   out += fmt::format("\ncategory:  {}\nsignature: {}\nsignal:    {}\n",
-                     or_unknown(r.diagnosis.category), or_unknown(r.diagnosis.signature),
-                     signal_line(r));
-  if (!r.signal.fault_address.empty()) out += "address:   " + r.signal.fault_address + "\n";
+                     e(or_unknown(r.diagnosis.category)), e(or_unknown(r.diagnosis.signature)),
+                     e(signal_line(r)));
+  if (!r.signal.fault_address.empty()) out += "address:   " + e(r.signal.fault_address) + "\n";
   const Thread* t = r.crashed_thread();
-  if (t && !t->frames.empty()) out += "top frame: " + frame_text(t->frames.front()) + "\n";
+  if (t && !t->frames.empty()) out += "top frame: " + e(frame_text(t->frames.front())) + "\n";
   // Hints: the known-crash table (torch_hints.cpp), then any strings the
   // writer put in diagnosis.hints. Each table hint says what matched.
   std::vector<Hint> matched = match_hints(r.raw);
@@ -354,15 +423,15 @@ std::string render_explain(const Report& r) {
     out += "\nNo known pattern matches this crash.\n";
   }
   for (const Hint& h : matched) {
-    out += fmt::format("\nHint [{}]: {}\n", h.id, h.title);
+    out += fmt::format("\nHint [{}]: {}\n", e(h.id), e(h.title));
     out += "  Matched:\n";
-    for (const std::string& e : h.evidence) out += "    - " + e + "\n";
+    for (const std::string& ev : h.evidence) out += "    - " + e(ev) + "\n";
     out += "  Try:\n";
-    for (const std::string& a : h.advice) out += "    - " + a + "\n";
+    for (const std::string& a : h.advice) out += "    - " + e(a) + "\n";
   }
   if (!extra.empty()) {
     out += "\nHints:\n";
-    for (const std::string& h : extra) out += "  - " + h + "\n";
+    for (const std::string& h : extra) out += "  - " + e(h) + "\n";
   }
   return out;
 }

@@ -44,8 +44,15 @@ std::string render_explain(const Report& r);
 
 // One frame as text: `File "x.py", line 12, in f` or `libc.so.6!memcpy+0x12 (file.c:3)`.
 std::string frame_text(const Frame& f);
-// argv joined as a shell would need it typed (single quotes where needed).
+// argv joined as a shell would need it typed (single quotes where needed,
+// $'...' with escapes for arguments holding control characters).
 std::string shell_join(const std::vector<std::string>& argv);
+// Text from a report made safe for a terminal or a log: control characters
+// (C0 with newline and tab, DEL, C1 such as U+009B CSI), the bidirectional
+// overrides and isolates (U+202A-U+202E, U+2066-U+2069) and bytes that are not
+// UTF-8 are written as \xNN / \uNNNN escapes, so that nothing from a report
+// can move the cursor, recolour, retitle the terminal or fake a line.
+std::string escape_controls(const std::string& text);
 // The symbol demangled for people ("" stays "").
 std::string demangle(const std::string& symbol);
 

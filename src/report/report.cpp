@@ -1,11 +1,13 @@
 #include "report/report.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace faultline::report {
 
@@ -25,6 +27,10 @@ const char* to_string(ReportErrorKind kind) {
       return "not-json";
     case ReportErrorKind::kWrongSchema:
       return "wrong-schema";
+    case ReportErrorKind::kNotFile:
+      return "not-a-file";
+    case ReportErrorKind::kTooLarge:
+      return "too-large";
   }
   return "unknown";
 }
@@ -221,24 +227,44 @@ std::string json_error_text(const json::exception& e) {
   return pos == std::string::npos ? msg : msg.substr(pos + 2);
 }
 
+// The deepest nesting of arrays and objects in `text`, stopping early once it
+// passes `limit`. One linear pass that skips strings; the parser then runs
+// without a callback (a parse callback made wide arrays quadratic).
+int nesting_depth(const std::string& text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 json parse_json(const std::string& text, const std::string& path) {
   check_text(text, path);
   // 256 levels: far deeper than any report, shallow enough that recursive
   // code over the document (dump(), renderers) cannot exhaust the stack.
   const int kMaxDepth = 256;
-  bool too_deep = false;
-  auto depth_guard = [&](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxDepth) too_deep = true;
-    return !too_deep;
-  };
+  if (nesting_depth(text, kMaxDepth) > kMaxDepth) {
+    throw ReportError(ReportErrorKind::kNotJson,
+                      fmt::format("{}: JSON nested more than {} levels deep, not a report",
+                                  where(path), kMaxDepth));
+  }
   try {
-    json doc = json::parse(text, depth_guard);
-    if (too_deep) {
-      throw ReportError(ReportErrorKind::kNotJson,
-                        fmt::format("{}: JSON nested more than {} levels deep, not a report",
-                                    where(path), kMaxDepth));
-    }
-    return doc;
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     // A document that stops early was cut short (a crash while writing, a full
     // disk): say so, since "syntax error" would send people looking for a typo.
@@ -348,19 +374,74 @@ Report parse_report(const std::string& text, const std::string& path) {
   return r;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+namespace {
+
+const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+std::string too_large(const std::string& name, uint64_t max_bytes) {
+  return fmt::format("{}: larger than {} MiB, not a report", name, max_bytes >> 20);
+}
+
+// Appends what `fd` holds until its end; throws once more than `max_bytes` came.
+void read_all(int fd, const std::string& name, uint64_t max_bytes, std::string& out) {
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      throw ReportError(ReportErrorKind::kIo,
+                        fmt::format("{}: cannot read: {}", name, std::strerror(errno)));
+    }
+    if (n == 0) return;
+    if (out.size() + static_cast<size_t>(n) > max_bytes) {
+      throw ReportError(ReportErrorKind::kTooLarge, too_large(name, max_bytes));
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path, uint64_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO nobody writes to must not wait for a writer.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
     throw ReportError(ReportErrorKind::kIo,
                       fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
     throw ReportError(ReportErrorKind::kIo,
-                      fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
+                      fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
   }
-  return ss.str();
+  if (!S_ISREG(st.st_mode)) {
+    throw ReportError(ReportErrorKind::kNotFile,
+                      fmt::format("{}: {}, not a report", path, file_type_name(st.st_mode)));
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    throw ReportError(ReportErrorKind::kTooLarge, too_large(path, max_bytes));
+  }
+  std::string out;
+  out.reserve(static_cast<size_t>(st.st_size));
+  read_all(fd, path, max_bytes, out);  // the file may still grow: the cap holds while reading
+  return out;
+}
+
+std::string read_fd(int fd, const std::string& name, uint64_t max_bytes) {
+  std::string out;
+  read_all(fd, name, max_bytes, out);
+  return out;
 }
 
 Report load_report(const std::string& path) {

@@ -31,7 +31,14 @@ enum class ReportErrorKind {
   kTruncated,    // valid JSON so far, then the input ends
   kNotJson,      // a JSON syntax error
   kWrongSchema,  // JSON, but not a faultline/1 report
+  kNotFile,      // a FIFO, device, socket or directory: never read (it could block or be endless)
+  kTooLarge,     // larger than kMaxReportBytes
 };
+
+// The largest input read as a report: 128 MiB. A report of 256 threads with
+// 256 frames each is about 20 MB; anything far larger is not one (a sparse
+// file, a core dump, /dev/zero behind a link) and is refused before reading.
+inline constexpr uint64_t kMaxReportBytes = 128ull << 20;
 
 const char* to_string(ReportErrorKind kind);
 
@@ -147,8 +154,12 @@ struct Report {
 Report parse_report(const std::string& text, const std::string& path = "");
 // Reads and parses the file at `path`. Throws ReportError.
 Report load_report(const std::string& path);
-// Reads a whole file; throws ReportError(kIo) with strerror on failure.
-std::string read_file(const std::string& path);
+// Reads a whole regular file of at most `max_bytes`. Never blocks and never
+// reads without bound: the file is opened with O_NONBLOCK and checked with
+// fstat first. Throws ReportError (kIo with strerror, kNotFile, kTooLarge).
+std::string read_file(const std::string& path, uint64_t max_bytes = kMaxReportBytes);
+// Reads a descriptor (standard input) to its end, refusing more than `max_bytes`.
+std::string read_fd(int fd, const std::string& name, uint64_t max_bytes = kMaxReportBytes);
 
 // Checks the text for being text: throws ReportError(kEmpty/kBinary) when not.
 // Split out so that `validate` reports the same reasons as `show`.

@@ -90,6 +90,29 @@ std::string event_id(const Report& r) {
   return fmt::format("{:016x}{:016x}", fnv1a64(text), fnv1a64(text, 0x84222325cbf29ce4ull));
 }
 
+// A report breadcrumb ({"time", "message"}; older reports and other
+// writers may say "timestamp") as a Sentry breadcrumb, whose fields are fixed:
+// the time goes to "timestamp", any other field to "data".
+json sentry_breadcrumb(const json& b) {
+  json out = {{"type", "default"}, {"category", "faultline"}};
+  if (!b.is_object()) {
+    out["message"] = b.is_string() ? b.get<std::string>() : b.dump();
+    return out;
+  }
+  json data = json::object();
+  for (const auto& [k, v] : b.items()) {
+    if ((k == "time" || k == "timestamp") && (v.is_string() || v.is_number())) {
+      out["timestamp"] = v;
+    } else if (k == "message" && v.is_string()) {
+      out["message"] = v;
+    } else {
+      data[k] = v;
+    }
+  }
+  if (!data.empty()) out["data"] = data;
+  return out;
+}
+
 }  // namespace
 
 std::string sentry_debug_id(const std::string& build_id) {
@@ -151,9 +174,12 @@ json sentry_event(const Report& r) {
     }
     ev["exception"] = {{"values", json::array({exc})}};
   } else {
-    ev["message"] = {{"formatted", fmt::format("faultline dump of process {}: {}",
-                                               r.process.pid ? std::to_string(*r.process.pid) : "?",
-                                               r.diagnosis.summary)}};
+    // "logentry" is the event's message in Sentry's schema ("message" is
+    // only a legacy alias there).
+    ev["logentry"] = {
+        {"formatted",
+         fmt::format("faultline dump of process {}: {}",
+                     r.process.pid ? std::to_string(*r.process.pid) : "?", r.diagnosis.summary)}};
   }
 
   json threads = json::array();
@@ -228,10 +254,7 @@ json sentry_event(const Report& r) {
   if (r.raw.contains("breadcrumbs") && r.raw["breadcrumbs"].is_array() &&
       !r.raw["breadcrumbs"].empty()) {
     json crumbs = json::array();
-    for (const json& b : r.raw["breadcrumbs"]) {
-      crumbs.push_back(
-          b.is_object() ? b : json{{"message", b.is_string() ? b.get<std::string>() : b.dump()}});
-    }
+    for (const json& b : r.raw["breadcrumbs"]) crumbs.push_back(sentry_breadcrumb(b));
     ev["breadcrumbs"] = {{"values", crumbs}};
   }
   return ev;

@@ -184,8 +184,10 @@ TriageResult triage_directory(const std::string& dir, const TriageOptions& optio
   std::vector<SkippedFile> skipped;
   auto consider = [&](const fs::directory_entry& de) {
     std::error_code e2;
-    // Links are followed; a dangling one is listed as unreadable rather than missed.
-    if ((de.is_symlink(e2) || de.is_regular_file(e2)) && looks_like_report_name(de.path())) {
+    // Links are followed; a dangling one is listed as unreadable rather than
+    // missed, and a FIFO, socket or device with a report's name is listed as
+    // not a file (read_file() refuses it without blocking).
+    if (!de.is_directory(e2) && looks_like_report_name(de.path())) {
       files.push_back(de.path().string());
     }
   };
@@ -229,6 +231,11 @@ TriageResult triage_directory(const std::string& dir, const TriageOptions& optio
         entries[i] = entry_of(load_report(files[i]));
       } catch (const ReportError& e) {
         failures[i] = SkippedFile{files[i], to_string(e.kind()), e.what()};
+      } catch (const std::exception& e) {
+        // Out of memory on one huge report, say: that file is skipped, the
+        // triage of the others goes on.
+        failures[i] = SkippedFile{files[i], to_string(ReportErrorKind::kIo),
+                                  fmt::format("{}: cannot read: {}", files[i], e.what())};
       }
     }
   };

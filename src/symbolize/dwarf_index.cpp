@@ -76,6 +76,72 @@ std::string demangle(const char* name) {
   return s;
 }
 
+std::string without_clone_suffix(std::string name) {
+  for (;;) {
+    size_t at = name.rfind(" [clone ");
+    if (at == std::string::npos || name.back() != ']') return name;
+    name.resize(at);
+  }
+}
+
+std::string function_base_name(const std::string& name) {
+  // Walk the top level (outside <>, (), [] and {}), remembering where the
+  // last scope separator is and where the parameter list starts.
+  size_t start = 0, end = name.size();
+  int depth = 0;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    if (depth == 0 && name.compare(i, 8, "operator") == 0) {
+      // The operator's own characters ("()", "<<", "<") are part of its name.
+      size_t j = i + 8;
+      if (name.compare(j, 2, "()") == 0) {
+        j += 2;
+      } else {
+        while (j < name.size() && std::strchr("+-*/%^&|~!=<>,[]", name[j]) != nullptr) ++j;
+      }
+      i = j - 1;
+      continue;
+    }
+    if (name.compare(i, 21, "(anonymous namespace)") == 0) {
+      i += 20;
+      continue;
+    }
+    if (c == '<' || c == '(' || c == '[' || c == '{') {
+      if (depth == 0 && c == '(') {
+        // The parameter list, unless a scope follows it: a function-local
+        // entity ("f(int)::{lambda()#1}::operator()()").
+        size_t close = i;
+        for (int d = 0; close < name.size(); ++close) {
+          if (name[close] == '(') ++d;
+          if (name[close] == ')' && --d == 0) break;
+        }
+        if (close >= name.size() || name.compare(close + 1, 2, "::") != 0) {
+          end = i;
+          break;
+        }
+        i = close;
+        continue;
+      }
+      ++depth;
+    } else if ((c == '>' || c == ')' || c == ']' || c == '}') && depth > 0) {
+      --depth;
+    } else if (depth == 0 && c == ':' && i + 1 < name.size() && name[i + 1] == ':') {
+      start = i + 2;
+      ++i;
+    } else if (depth == 0 && c == ' ') {
+      start = i + 1;  // a return type before the name
+    }
+  }
+  std::string base = name.substr(start, end - start);
+  // Template arguments of the function itself ("sum<double>") are not part
+  // of its base name; an operator's "<" is.
+  if (base.compare(0, 8, "operator") != 0) {
+    size_t lt = base.find('<');
+    if (lt != std::string::npos) base.resize(lt);
+  }
+  return base;
+}
+
 void IntervalMap::build(std::vector<Range> ranges) {
   starts_.clear();
   values_.clear();
@@ -214,24 +280,99 @@ std::string DwarfIndex::full_path(const Unit& unit, const char* name) {
   return unit.comp_dir + "/" + name;
 }
 
-const std::string& DwarfIndex::name_of(Dwarf_Die* die) {
+const std::string& DwarfIndex::name_of(Dwarf_Die* die, bool* from_scopes) {
   Dwarf_Off key = dwarf_dieoffset(die);
   auto it = names_.find(key);
-  if (it != names_.end()) return it->second;
-  // A C++ function by its demangled linkage name (qualified, with parameter
-  // types, as llvm-symbolizer and addr2line -C print it); anything else by
-  // its source name: C code may carry an assembler alias as linkage name
-  // (glibc's __GI___libc_malloc for __libc_malloc). Both follow
-  // DW_AT_abstract_origin and DW_AT_specification.
-  const char* linkage = attr_string(die, DW_AT_linkage_name);
-  if (linkage == nullptr) linkage = attr_string(die, DW_AT_MIPS_linkage_name);
-  std::string name;
-  if (linkage && linkage[0] == '_' && linkage[1] == 'Z') name = demangle(linkage);
-  if (name.empty()) {
-    const char* plain = attr_string(die, DW_AT_name);
-    if (plain) name = plain;
+  if (it == names_.end()) {
+    // A C++ function by its demangled linkage name (qualified, with parameter
+    // types, as llvm-symbolizer and addr2line -C print it); anything else by
+    // its source name: C code may carry an assembler alias as linkage name
+    // (glibc's __GI___libc_malloc for __libc_malloc). Both follow
+    // DW_AT_abstract_origin and DW_AT_specification. A C++ function without
+    // a linkage name (GCC omits it for members of templates instantiated
+    // with local types, std::function's _M_invoke of a lambda, and for the
+    // lambdas themselves) gets the scopes of its declaration, as gdb does.
+    const char* linkage = attr_string(die, DW_AT_linkage_name);
+    if (linkage == nullptr) linkage = attr_string(die, DW_AT_MIPS_linkage_name);
+    Name name;
+    if (linkage && linkage[0] == '_' && linkage[1] == 'Z') name.text = demangle(linkage);
+    if (name.text.empty() && is_cplusplus(die)) {
+      name.text = scoped_name(die);
+      name.from_scopes = !name.text.empty();
+    }
+    if (name.text.empty()) {
+      const char* plain = attr_string(die, DW_AT_name);
+      if (plain) name.text = plain;
+    }
+    it = names_.emplace(key, std::move(name)).first;
   }
-  return names_.emplace(key, std::move(name)).first->second;
+  if (from_scopes) *from_scopes = it->second.from_scopes;
+  return it->second.text;
+}
+
+bool DwarfIndex::is_cplusplus(Dwarf_Die* die) {
+  Dwarf_Die cu;
+  if (dwarf_diecu(die, &cu, nullptr, nullptr) == nullptr) return false;
+  switch (dwarf_srclang(&cu)) {
+    case DW_LANG_C_plus_plus:
+    case DW_LANG_C_plus_plus_03:
+    case DW_LANG_C_plus_plus_11:
+    case DW_LANG_C_plus_plus_14:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string DwarfIndex::scoped_name(Dwarf_Die* die) {
+  // The declaration carries the name and sits in the scopes: follow the
+  // abstract origin (inlined and out-of-line copies) and the specification
+  // (an out-of-class definition) to it.
+  Dwarf_Die decl = *die;
+  for (int hops = 0; hops < 8; ++hops) {
+    Dwarf_Attribute attr;
+    Dwarf_Die next;
+    if (dwarf_attr(&decl, DW_AT_abstract_origin, &attr) == nullptr &&
+        dwarf_attr(&decl, DW_AT_specification, &attr) == nullptr)
+      break;
+    if (dwarf_formref_die(&attr, &next) == nullptr) break;
+    decl = next;
+  }
+  const char* own = dwarf_diename(&decl);
+  if (own == nullptr) return std::string();
+  Dwarf_Die* scopes = nullptr;
+  int n = dwarf_getscopes_die(&decl, &scopes);
+  std::string prefix;
+  // scopes[0] is the declaration itself, scopes[n - 1] its unit.
+  for (int i = n - 2; i >= 1 && i < kMaxDepth; --i) {
+    Dwarf_Die* scope = &scopes[i];
+    const char* scope_name = dwarf_diename(scope);
+    switch (dwarf_tag(scope)) {
+      case DW_TAG_namespace:
+        prefix += scope_name ? scope_name : "(anonymous namespace)";
+        prefix += "::";
+        break;
+      case DW_TAG_class_type:
+      case DW_TAG_structure_type:
+        // GCC leaves a lambda's closure type unnamed; it spells it
+        // <lambda(...)> in other names.
+        prefix += scope_name ? scope_name : "<lambda>";
+        prefix += "::";
+        break;
+      case DW_TAG_union_type:
+        prefix += scope_name ? scope_name : "(anonymous union)";
+        prefix += "::";
+        break;
+      case DW_TAG_subprogram:
+        // A function-local class: the function's own name holds its scopes.
+        prefix = name_of(scope, nullptr) + "::";
+        break;
+      default:
+        break;  // lexical blocks and the like add no name
+    }
+  }
+  free(scopes);
+  return prefix + own;
 }
 
 bool DwarfIndex::lookup(uint64_t address, AddressInfo* out) {
@@ -265,9 +406,13 @@ bool DwarfIndex::lookup(uint64_t address, AddressInfo* out) {
   int guard = 0;
   for (; s >= 0 && guard <= kMaxDepth; s = unit.scopes[static_cast<size_t>(s)].parent, ++guard) {
     Dwarf_Die die = unit.scopes[static_cast<size_t>(s)].die;
-    loc.function = name_of(&die);
+    bool from_scopes = false;
+    loc.function = name_of(&die, &from_scopes);
     out->frames.push_back(loc);
-    if (dwarf_tag(&die) != DW_TAG_inlined_subroutine) break;
+    if (dwarf_tag(&die) != DW_TAG_inlined_subroutine) {
+      out->function_from_scopes = from_scopes;
+      break;
+    }
     loc = SourceLocation();
     size_t file = static_cast<size_t>(attr_int(&die, DW_AT_call_file));
     if (unit.files && file < unit.nfiles) {

@@ -66,7 +66,11 @@ class DwarfIndex {
   void index_unit(Unit& unit);
   void collect(Unit& unit, Dwarf_Die* parent_die, int parent_scope, int depth,
                std::vector<IntervalMap::Range>* ranges);
-  const std::string& name_of(Dwarf_Die* die);
+  // The function's name (see the .cpp); *from_scopes says it was pieced
+  // together from the declaration's scopes (no linkage name).
+  const std::string& name_of(Dwarf_Die* die, bool* from_scopes);
+  std::string scoped_name(Dwarf_Die* die);
+  static bool is_cplusplus(Dwarf_Die* die);
   static std::string full_path(const Unit& unit, const char* name);
   void note(const std::string& what);
 
@@ -75,12 +79,24 @@ class DwarfIndex {
   IntervalMap unit_map_;
   std::unordered_map<Dwarf_Off, size_t> unit_by_offset_;
   size_t units_without_ranges_ = 0;
-  std::unordered_map<Dwarf_Off, std::string> names_;  // by DIE offset, demangled
+  struct Name {
+    std::string text;
+    bool from_scopes = false;
+  };
+  std::unordered_map<Dwarf_Off, Name> names_;  // by DIE offset, demangled
   std::string error_;
 };
 
 // Demangles an Itanium C++ name ("_ZN3foo3barEi" -> "foo::bar(int)"); other
 // names come back unchanged.
 std::string demangle(const char* name);
+
+// "f(int) [clone .cold] [clone .part.0]" -> "f(int)".
+std::string without_clone_suffix(std::string name);
+
+// The function's own name in a qualified, possibly demangled name, without
+// scopes, template arguments or parameters: "ns::C<int>::f<double>(int) const"
+// -> "f", "main::{lambda(T&)#1}::operator()(T&) const" -> "operator()".
+std::string function_base_name(const std::string& name);
 
 }  // namespace faultline::symbolize::internal

@@ -44,7 +44,9 @@ uint32_t crc32_update(uint32_t crc, const unsigned char* p, size_t n) {
 std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string* error,
                                        int* errno_out) {
   if (errno_out) *errno_out = 0;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a module path that names a FIFO must not wait for a writer
+  // (init() then refuses anything but a regular file).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     int e = errno;
     if (errno_out) *errno_out = e;

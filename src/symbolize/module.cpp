@@ -3,6 +3,7 @@
 #include <elfutils/libdwelf.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "symbolize/debug_search.h"
 #include "symbolize/dwarf_index.h"
@@ -165,8 +166,36 @@ AddressInfo Module::lookup(uint64_t address) {
   if (sym) {
     if (info.frames.empty()) info.frames.emplace_back();
     info.frames.back().function = internal::demangle(sym);
+  } else if (!info.frames.empty() && !info.function_from_scopes &&
+             info.frames.back().function.find('(') == std::string::npos) {
+    // A C function with several names (glibc: raise, gsignal, __GI_raise):
+    // the one the symbol tables prefer, as the raw report and a debugger's
+    // symbol lookup show it, when DWARF's name is one of them.
+    uint64_t start = 0;
+    const char* s = d.symbols.find(address, &start);
+    std::string& function = info.frames.back().function;
+    if (s && function != s && d.symbols.has_symbol_at(function, start)) function = s;
+  } else if (info.function_from_scopes) {
+    // DWARF had no linkage name for the real function: the symbol table's
+    // name of the same function carries the parameter types and the
+    // demangler's spelling of lambdas, as the raw report shows it.
+    if (const char* s = d.symbols.find(address)) {
+      std::string full = internal::without_clone_suffix(internal::demangle(s));
+      if (internal::function_base_name(full) ==
+          internal::function_base_name(info.frames.back().function))
+        info.frames.back().function = std::move(full);
+    }
   }
+  // A unit covers the address but nothing names it: nothing is known.
+  if (info.frames.size() == 1 && info.frames[0].function.empty() && info.frames[0].file.empty() &&
+      info.frames[0].line == 0)
+    info.frames.clear();
   return info;
+}
+
+bool Module::is_sigreturn_trampoline(uint64_t address) const {
+  const char* name = data_->symbols.starting_at(address);
+  return name != nullptr && std::strcmp(name, "__restore_rt") == 0;
 }
 
 DebugSource Module::debug_source() const {

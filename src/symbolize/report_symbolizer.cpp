@@ -3,6 +3,8 @@
 #include <map>
 #include <vector>
 
+#include "symbolize/dwarf_index.h"
+
 namespace faultline::symbolize {
 namespace {
 
@@ -146,12 +148,14 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
     if (frames == thread.end() || !frames->is_array()) continue;
     const Json* prev_native = nullptr;
     bool prev_was_first = false;
+    bool prev_trampoline = false;
     for (auto& frame : *frames) {
       if (!frame.is_object() || string_field(frame, "kind") == "python") continue;
       bool first = prev_native == nullptr;
-      bool exact = is_exact_pc(first, frame, prev_native, prev_was_first);
+      bool exact = is_exact_pc(first, frame, prev_native, prev_was_first) || prev_trampoline;
       prev_native = &frame;
       prev_was_first = first;
+      prev_trampoline = false;
       ++stats.native_frames;
 
       std::string path = string_field(frame, "module");
@@ -165,6 +169,13 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
             !address_field(*w.entry, "load_bias", &bias) || pc < bias)
           continue;
         offset = pc - bias;
+      }
+      // A signal handler returns to the first byte of the sigreturn
+      // trampoline: that pc is exact (one byte earlier is another
+      // function), and so is the pc of the frame the signal interrupted.
+      if (!exact && symbolizer.module(path, w.build_id).is_sigreturn_trampoline(offset)) {
+        exact = true;
+        prev_trampoline = true;
       }
       if (!exact && offset > 0) --offset;
       w.frames.push_back({&frame, offset});
@@ -197,6 +208,12 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
       Json& frame = *f.frame;
       for (const char* key : kFrameFields) frame.erase(key);
       AddressInfo info = module.lookup(f.address);
+      // The vDSO has no file to read: the name the crash path read from its
+      // image is all there is.
+      if (info.empty() && w.entry && bool_field(*w.entry, "vdso")) {
+        std::string raw = string_field(frame, "symbol");
+        if (!raw.empty()) info.frames.push_back({internal::demangle(raw.c_str()), "", 0, 0});
+      }
       if (info.empty()) continue;
       const SourceLocation& real = info.frames.back();
       Json loc = location_json(real);

@@ -3,20 +3,12 @@
 #include <gelf.h>
 
 #include <algorithm>
+#include <cstring>
+
+#include "core/symbol_rank.h"
 
 namespace faultline::symbolize::internal {
 namespace {
-
-int binding_rank(int bind) {
-  switch (bind) {
-    case STB_GLOBAL:
-      return 3;
-    case STB_WEAK:
-      return 2;
-    default:
-      return 1;
-  }
-}
 
 Elf_Scn* find_section(Elf* elf, Elf64_Word type) {
   for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
@@ -45,17 +37,26 @@ bool SymbolTable::add(Elf* elf) {
       continue;
     const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
     if (name == nullptr || *name == '\0') continue;
-    symbols_.push_back({sym.st_value, sym.st_size, name, binding_rank(GELF_ST_BIND(sym.st_info))});
+    // A debug file's .symtab spells versioned symbols "clock_gettime@@GLIBC_2.17".
+    if (const char* at = std::strchr(name, '@')) {
+      if (at == name) continue;
+      unversioned_.emplace_back(name, static_cast<size_t>(at - name));
+      name = unversioned_.back().c_str();
+    }
+    symbols_.push_back(
+        {sym.st_value, sym.st_size, name, core::symbol_binding_rank(GELF_ST_BIND(sym.st_info))});
   }
   return true;
 }
 
 void SymbolTable::finish() {
-  // By address; at one address the best-ranked (and then the sized) first.
-  std::sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) {
+  for (const Symbol& s : symbols_) by_name_.emplace(s.name, s.address);
+  // By address; at one address the best-ranked (and then the sized) first,
+  // and among equals the first in the table, as the crash path picks.
+  std::stable_sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) {
     if (a.address != b.address) return a.address < b.address;
     if (a.rank != b.rank) return a.rank > b.rank;
-    return a.size > b.size;
+    return (a.size != 0) > (b.size != 0);
   });
   symbols_.erase(
       std::unique(symbols_.begin(), symbols_.end(),
@@ -63,7 +64,14 @@ void SymbolTable::finish() {
       symbols_.end());
 }
 
-const char* SymbolTable::find(uint64_t address) const {
+bool SymbolTable::has_symbol_at(const std::string& name, uint64_t address) const {
+  auto range = by_name_.equal_range(name);
+  for (auto it = range.first; it != range.second; ++it)
+    if (it->second == address) return true;
+  return false;
+}
+
+const char* SymbolTable::find(uint64_t address, uint64_t* start) const {
   auto it = std::upper_bound(symbols_.begin(), symbols_.end(), address,
                              [](uint64_t a, const Symbol& s) { return a < s.address; });
   if (it == symbols_.begin()) return nullptr;
@@ -71,7 +79,14 @@ const char* SymbolTable::find(uint64_t address) const {
   // A sized symbol covers [address, address+size); an unsized one (some
   // assembly) covers up to the next symbol.
   if (s.size != 0 && address - s.address >= s.size) return nullptr;
+  if (start) *start = s.address;
   return s.name;
+}
+
+const char* SymbolTable::starting_at(uint64_t address) const {
+  auto it = std::lower_bound(symbols_.begin(), symbols_.end(), address,
+                             [](const Symbol& s, uint64_t a) { return s.address < a; });
+  return it != symbols_.end() && it->address == address ? it->name : nullptr;
 }
 
 }  // namespace faultline::symbolize::internal

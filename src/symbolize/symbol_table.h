@@ -5,6 +5,10 @@
 #include <libelf.h>
 
 #include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace faultline::symbolize::internal {
@@ -17,8 +21,12 @@ class SymbolTable {
   bool add(Elf* elf);
   // Sorts and removes duplicates; call once after the last add().
   void finish();
-  // The symbol covering `address`, or null.
-  const char* find(uint64_t address) const;
+  // The symbol covering `address`, or null; *start (when given) receives its address.
+  const char* find(uint64_t address, uint64_t* start = nullptr) const;
+  // True when a function symbol named `name` starts at `address`.
+  bool has_symbol_at(const std::string& name, uint64_t address) const;
+  // The symbol that starts exactly at `address`, or null.
+  const char* starting_at(uint64_t address) const;
   bool empty() const { return symbols_.empty(); }
 
  private:
@@ -29,6 +37,8 @@ class SymbolTable {
     int rank;  // which of several symbols at one address names it: global > weak > local
   };
   std::vector<Symbol> symbols_;
+  std::deque<std::string> unversioned_;  // "f" for a .symtab's "f@@VERSION"
+  std::unordered_multimap<std::string_view, uint64_t> by_name_;
 };
 
 }  // namespace faultline::symbolize::internal

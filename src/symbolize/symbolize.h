@@ -41,6 +41,10 @@ struct SourceLocation {
 // nothing was inlined; empty when nothing at all is known.
 struct AddressInfo {
   std::vector<SourceLocation> frames;
+  // True when DWARF gave the real function (frames.back()) no linkage name
+  // and its name was pieced together from the declaration's scopes; the
+  // symbol table, when it names the same function, has its full signature.
+  bool function_from_scopes = false;
   bool empty() const { return frames.empty(); }
 };
 
@@ -85,6 +89,10 @@ class Module {
   // `address` is an ELF virtual address (the report's module_offset; for a
   // return address the caller subtracts one first).
   AddressInfo lookup(uint64_t address);
+
+  // True when `address` is the first byte of the sigreturn trampoline
+  // (glibc's __restore_rt), by the module's symbol tables.
+  bool is_sigreturn_trampoline(uint64_t address) const;
 
   DebugSource debug_source() const;
   // False when neither the module file nor any debug file could be used.

@@ -1,5 +1,6 @@
 """Shared helpers of the CLI tests: where the build is, running `faultline`."""
 
+import functools
 import glob
 import os
 import subprocess
@@ -36,10 +37,16 @@ def valid_data_reports():
     return [r for r in data_reports() if not r.startswith("cli-partial")]
 
 
-def schema_errors(doc):
+@functools.lru_cache(maxsize=None)
+def _schema_validator():
+    """jsonschema's validator for the shipped schema, built once: building it
+    per document cost more than validating."""
     import json
     import jsonschema
     with open(SCHEMA) as f:
         schema = json.load(f)
-    validator = jsonschema.Draft202012Validator(schema)
-    return sorted(validator.iter_errors(doc), key=lambda e: list(e.path))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def schema_errors(doc):
+    return sorted(_schema_validator().iter_errors(doc), key=lambda e: list(e.path))

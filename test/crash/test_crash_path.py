@@ -3,6 +3,7 @@ assertions on the report each one wrote, and the exit status compared with the
 same program run without faultline."""
 import json
 import os
+import re
 import stat
 import sys
 
@@ -143,7 +144,9 @@ def test_report_file_is_private_and_complete():
     st = os.stat(os.path.join(r.report_dir, names[0]))
     assert stat.S_IMODE(st.st_mode) == 0o600
     pid = r.report["process"]["pid"]
-    assert f"-{pid}-{pid}.json" in names[0]
+    # faultline-<time>-<host>-<pid>-<tid>-<16 hex>.json
+    assert re.fullmatch(rf"faultline-\d{{8}}T\d{{6}}-[A-Za-z0-9._]+-{pid}-{pid}-[0-9a-f]{{1,16}}\.json",
+                        names[0]), names[0]
 
 
 def test_two_crashes_never_collide():

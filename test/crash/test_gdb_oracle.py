@@ -71,3 +71,30 @@ def test_frames_agree_with_gdb(tmp_path, args):
         elif f.get("module") in own_modules:
             pytest.fail(f"frame {idx} in the test program has no symbol in the report\n{text}")
     assert compared >= 3
+
+
+@pytest.mark.skipif(open("/proc/sys/kernel/core_pattern").read().strip() != "core",
+                    reason="needs core_pattern 'core'")
+@pytest.mark.parametrize("unwinder", ["cfi", "libunwind"])
+@pytest.mark.parametrize("mode", ["null", "one", "freed-jit", "no-unwind-info"])
+def test_first_frame_without_unwind_info(tmp_path, monkeypatch, mode, unwinder):
+    """main -> dispatch -> apply -> (*f)() with f null, 0x1 or unmapped JIT
+    code, and a leaf in a library without unwind tables (-O2, no frame
+    pointers): every caller is kept, frame for frame as gdb sees the core."""
+    monkeypatch.setenv("FAULTLINE_UNWINDER", unwinder)
+    exe = fltest.program("fnptr")
+    rep = crash_with_core(tmp_path, [exe, mode, fltest.program("libnounwind.so")])
+    thread = fltest.crashed_thread(rep)
+    ours = thread["frames"]
+    assert thread["unwinder"].startswith(unwinder), thread["unwinder"]
+    gdb, text = gdb_bt(exe, str(tmp_path / "core"))
+    # gdb prints frame 0 once more when it loads the core: by index.
+    by_idx = {idx: (pc, name) for idx, pc, name in gdb}
+    assert [by_idx[i][1] for i in (1, 2, 3)] == ["apply", "dispatch", "main"], text
+    for idx in range(4):
+        pc, name = by_idx[idx]
+        f = ours[idx]
+        if pc is not None:
+            assert int(pc, 16) == int(f["pc"], 16), f"frame {idx}: gdb {pc} vs report {f['pc']}\n{text}"
+        if idx > 0:
+            assert f.get("symbol") == name, f"frame {idx}: {f.get('symbol')}\n{text}"

@@ -389,16 +389,29 @@ def test_stderr_pipe_nobody_reads_does_not_hold_the_handler(tmp_path):
 
 
 def test_watchdog_cuts_a_hung_phase_short_and_still_reports():
-    # The unwinder blocks on the loader's lock another thread holds forever.
+    # libunwind blocks on the loader's lock another thread holds forever.
     import time
     t0 = time.monotonic()
-    r = fltest.run([THREADS, "loader-lock"], env={"FAULTLINE_WATCHDOG": "2"}, timeout=60)
+    r = fltest.run([THREADS, "loader-lock"],
+                   env={"FAULTLINE_WATCHDOG": "2", "FAULTLINE_UNWINDER": "libunwind"}, timeout=60)
     elapsed = time.monotonic() - t0
     assert r.returncode == -signal.SIGSEGV
     assert elapsed < 10, elapsed
     rep = fltest.validate(r.report)
     assert any("watchdog" in e for e in rep["faultline"]["errors"]), rep["faultline"]["errors"]
     assert "faultline: watchdog:" in r.stderr
+
+
+def test_cfi_unwinder_does_not_wait_for_the_loaders_lock():
+    # The same program: another thread holds the loader's lock forever. The
+    # CFI unwinder takes no lock, so no phase hangs and every stack is there.
+    r = fltest.run([THREADS, "loader-lock"], env={"FAULTLINE_WATCHDOG": "30", "FAULTLINE_UNWINDER": "cfi"},
+                   timeout=60)
+    assert r.returncode == -signal.SIGSEGV
+    rep = fltest.validate(r.report)
+    assert not any("watchdog" in e for e in rep["faultline"]["errors"]), rep["faultline"]["errors"]
+    assert all(t["unwinder"].startswith("cfi") for t in rep["threads"] if t["frames"])
+    assert len([t for t in rep["threads"] if t["frames"]]) >= 2
 
 
 def test_kill_abrt_during_a_live_dump_still_kills():

@@ -1,8 +1,10 @@
 """Helpers shared by the symbolizer tests: running `faultline symbolize`,
 llvm-symbolizer-14, listing functions of an ELF file, building reports."""
+import ctypes
 import json
 import os
 import random
+import re
 import subprocess
 
 CLI = os.environ.get("FAULTLINE_CLI", "faultline")
@@ -32,7 +34,8 @@ def faultline_addresses(module, addresses, extra=()):
     for line in p.stdout.splitlines():
         rec = json.loads(line)
         out[int(rec["address"], 16)] = [
-            {"function": f["function"], "file": f["file"], "line": f["line"]}
+            {"function": f["function"], "file": f["file"], "line": f["line"],
+             "column": f.get("column", 0)}
             for f in rec["frames"]]
     return out
 
@@ -51,40 +54,60 @@ def llvm_addresses(module, addresses, extra=()):
             fn = s.get("FunctionName", "")
             frames.append({"function": "" if fn == "<invalid>" else fn,
                            "file": "" if s.get("FileName") == "<invalid>" else s.get("FileName", ""),
-                           "line": s.get("Line", 0)})
+                           "line": s.get("Line", 0), "column": s.get("Column", 0)})
         # llvm-symbolizer prints one empty frame for an unknown address.
-        if frames == [{"function": "", "file": "", "line": 0}]:
+        if frames == [{"function": "", "file": "", "line": 0, "column": 0}]:
             frames = []
         out[int(rec["Address"], 16)] = frames
     return out
 
 
+_cxa_demangle = None
+
+
+def cxa_demangle(name):
+    """Demangles with libstdc++'s abi::__cxa_demangle, the demangler faultline
+    uses (GNU c++filt spells std::string out as std::basic_string<...>)."""
+    global _cxa_demangle
+    if _cxa_demangle is None:
+        lib = ctypes.CDLL("libstdc++.so.6")
+        _cxa_demangle = lib.__cxa_demangle
+        _cxa_demangle.restype = ctypes.c_void_p
+        _cxa_demangle.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
+                                  ctypes.POINTER(ctypes.c_int)]
+    status = ctypes.c_int(0)
+    out = _cxa_demangle(name.encode(), None, None, ctypes.byref(status))
+    if status.value != 0 or not out:
+        return name
+    text = ctypes.string_at(out).decode(errors="replace")
+    ctypes.CDLL(None).free(ctypes.c_void_p(out))
+    return text
+
+
 def demangle_all(results):
-    """Demangles every function name in llvm_addresses() output with GNU c++filt,
-    in place. (llvm-symbolizer's own demangler writes "operator<<char" for
-    "operator< <char" and gives up on some names that GNU's handles; the
-    symbolizers are compared on which function they find, not on demanglers.)"""
-    names = sorted({f["function"] for frames in results.values() for f in frames
-                    if f["function"].startswith("_Z")})
-    if not names:
-        return results
-    p = subprocess.run(["c++filt"], input="\n".join(names) + "\n", capture_output=True,
-                       text=True, check=True)
-    table = dict(zip(names, p.stdout.splitlines()))
+    """Demangles every function name in llvm_addresses() output with the
+    demangler faultline uses, in place. (llvm-symbolizer's own demangler writes
+    "operator<<char" for "operator< <char" and gives up on some names that
+    GNU's handles; the symbolizers are compared on which function they find,
+    not on demanglers.)"""
     for frames in results.values():
         for f in frames:
-            f["function"] = table.get(f["function"], f["function"])
+            if f["function"].startswith("_Z"):
+                f["function"] = cxa_demangle(f["function"])
     return results
 
 
 def _nm(elf_path):
     p = subprocess.run(["nm", "-S", "--defined-only", elf_path], capture_output=True, text=True)
+    if "no symbols" in p.stderr:  # stripped: the dynamic symbols are all there is
+        p = subprocess.run(["nm", "-S", "-D", "--defined-only", elf_path], capture_output=True,
+                           text=True)
     for line in p.stdout.splitlines():
         parts = line.split()
         if len(parts) == 4 and parts[2] in "tTwWi":
             addr, size = int(parts[0], 16), int(parts[1], 16)
             if size > 0 and addr > 0:
-                yield addr, size, parts[3]
+                yield addr, size, parts[3].split("@")[0]
 
 
 def function_symbols(elf_path):
@@ -144,3 +167,69 @@ def system_debug_file(elf_path):
     bid = build_id(elf_path)
     path = f"/usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug"
     return path if bid and os.path.exists(path) else None
+
+
+CLONE_SUFFIX = re.compile(
+    r"( \[clone \.[\w.]+\]| \(\.[\w.]+\)|\.(cold|part\.\d+|isra\.\d+|constprop\.\d+))+$")
+
+
+def compare_with_llvm(module, addresses, aliases=None, origins=None):
+    """Symbolizes `addresses` of `module` with faultline and llvm-symbolizer-14
+    and compares every frame of each inline chain: function, file, line,
+    column. Returns (disagreements as text, the oracle's results).
+
+    Naming differences by design, each checked against llvm-symbolizer itself:
+    - C++ names are compared after demangling llvm-symbolizer's raw names with
+      GNU c++filt, the demangler faultline's output matches (libstdc++'s);
+      LLVM's demangler spells some names differently.
+    - C functions are named by DW_AT_name ("_IO_setb"), C++ ones by their
+      demangled linkage name. llvm-symbolizer prefers the linkage name, which
+      in glibc is an internal alias ("__GI__IO_setb"); its --functions=short
+      mode prints DW_AT_name. A name agrees when it equals llvm's in either mode.
+    - A C++ function DWARF gives no linkage name (a lambda, std::function's
+      _M_invoke of one, a function in an anonymous namespace): llvm-symbolizer
+      prints the bare DW_AT_name ("operator()", "__invoke_impl<...>"),
+      faultline qualifies it with the declaration's scopes as gdb does. It
+      agrees when llvm's name is the last scope of faultline's.
+    - For the outermost (not inlined) frame llvm-symbolizer prints the ELF
+      symbol-table name: "main.cold" for the cold part of a split function,
+      any alias for glibc's aliased functions ("srand" for __srandom).
+      faultline names the source function, so llvm's name also agrees once the
+      clone suffix is removed, or when both are names of one address
+      (`aliases`: {address: {names}}).
+    - Code without any DWARF: llvm-symbolizer prints nothing or a symbol-table
+      name; faultline the symbol-table name with no file or line. That agrees
+      when the name is the symbol the address was picked from (`origins`:
+      {address: start of that symbol}) or an alias at the same address.
+    """
+    ours = faultline_addresses(module, addresses)
+    oracle = demangle_all(llvm_addresses(module, addresses, ["--no-demangle"]))
+    short = llvm_addresses(module, addresses, ["--functions=short"])
+    aliases = aliases or {}
+    origins = origins or {}
+    disagreements = []
+    for a in addresses:
+        mine, theirs = ours.get(a), oracle.get(a)
+        alias_names = {cxa_demangle(n) for n in aliases.get(origins.get(a), set())}
+        no_dwarf = mine and len(mine) == 1 and not mine[0]["file"]
+        if no_dwarf and (not theirs or not theirs[0]["file"]):
+            if mine[0]["function"] in alias_names or (
+                    theirs and CLONE_SUFFIX.sub("", theirs[0]["function"]) == mine[0]["function"]):
+                continue
+        if mine and theirs and len(mine) == len(theirs):
+            adjusted = []
+            for i, (m, t) in enumerate(zip(mine, theirs)):
+                names = {t["function"]}
+                if i < len(short.get(a, [])):
+                    names.add(short[a][i]["function"])
+                if i == len(mine) - 1:
+                    names.add(CLONE_SUFFIX.sub("", t["function"]))
+                    names |= alias_names if t["function"] in alias_names else set()
+                names.discard("")
+                f = m["function"]
+                ok = f in names or any(f.endswith("::" + n) for n in names)
+                adjusted.append(dict(t, function=f) if ok else t)
+            theirs = adjusted
+        if mine != theirs:
+            disagreements.append(f"{a:#x}:\n  faultline: {mine}\n  llvm:      {theirs}")
+    return disagreements, oracle

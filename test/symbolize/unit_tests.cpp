@@ -77,6 +77,28 @@ TEST_CASE("demangling: C++ names demangled, others untouched") {
   CHECK(demangle("_Znot_valid") == "_Znot_valid");
 }
 
+TEST_CASE("a function's base name: no scopes, template arguments, parameters or return type") {
+  using faultline::symbolize::internal::function_base_name;
+  CHECK(function_base_name("main") == "main");
+  CHECK(function_base_name("ns::C<int>::f<double>(int) const") == "f");
+  CHECK(function_base_name("double ns::C<int>::sum<double>(int) const") == "sum");
+  CHECK(function_base_name("std::_Function_handler<void (Tensor&), main::{lambda(Tensor&)#1}>::"
+                           "_M_invoke(std::_Any_data const&, Tensor&)") == "_M_invoke");
+  CHECK(function_base_name("main::{lambda(Tensor&)#1}::operator()(Tensor&) const") == "operator()");
+  CHECK(function_base_name("main(int, char**)::<lambda>::operator()") == "operator()");
+  CHECK(function_base_name("(anonymous namespace)::hidden(int)") == "hidden");
+  CHECK(function_base_name("std::ostream::operator<<(int)") == "operator<<");
+  CHECK(function_base_name("ns::f<double>::<lambda>::operator()::<lambda>::operator()") ==
+        "operator()");
+}
+
+TEST_CASE("clone suffixes come off, one or several") {
+  using faultline::symbolize::internal::without_clone_suffix;
+  CHECK(without_clone_suffix("f(int) [clone .cold]") == "f(int)");
+  CHECK(without_clone_suffix("f(int) [clone .isra.0] [clone .cold]") == "f(int)");
+  CHECK(without_clone_suffix("f(int)") == "f(int)");
+}
+
 TEST_CASE("reports that are not faultline/1 are refused with a reason") {
   using faultline::symbolize::BadReport;
   using faultline::symbolize::parse_report;

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -135,4 +136,75 @@ TEST_CASE("lookup_symbol_address finds exported data by name") {
   // timer_delete has two versions; the default one is taken.
   CHECK(lookup_symbol_address(m, "timer_delete") != 0);
   CHECK(lookup_symbol_address(m, "no_such_symbol_anywhere") == 0);
+}
+
+namespace {
+
+// The build-id of `path` (readelf -n), as bytes.
+std::vector<uint8_t> build_id_of(const std::string& path) {
+  std::string cmd = "readelf -n " + path + " 2>/dev/null";
+  FILE* f = popen(cmd.c_str(), "r");
+  REQUIRE(f != nullptr);
+  char line[4096];
+  std::vector<uint8_t> id;
+  while (fgets(line, sizeof line, f)) {
+    std::string s(line);
+    auto at = s.find("Build ID: ");
+    if (at == std::string::npos) continue;
+    std::string hex = s.substr(at + 10);
+    for (size_t i = 0; i + 1 < hex.size() && isxdigit(hex[i]) && isxdigit(hex[i + 1]); i += 2)
+      id.push_back(static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  pclose(f);
+  return id;
+}
+
+}  // namespace
+
+TEST_CASE("a stripped library's local functions come from its debug file, by build-id") {
+  const char* libc = "/lib/x86_64-linux-gnu/libc.so.6";
+  std::vector<uint8_t> id = build_id_of(libc);
+  REQUIRE(id.size() >= 2);
+  char debug[256];
+  std::snprintf(debug, sizeof debug, "/usr/lib/debug/.build-id/%02x/", id[0]);
+  std::string debug_path = debug;
+  for (size_t i = 1; i < id.size(); ++i) {
+    std::snprintf(debug, sizeof debug, "%02x", id[i]);
+    debug_path += debug;
+  }
+  debug_path += ".debug";
+  if (access(debug_path.c_str(), R_OK) != 0) {
+    MESSAGE("no libc debug file (libc6-dbg): skipped");
+    return;
+  }
+  std::vector<NmSymbol> sized;
+  auto names = nm_functions(debug_path, false, &sized);
+  // Local functions (not in .dynsym) and one address with three names.
+  uint64_t start_thread = 0, raise = 0;
+  for (const auto& [value, set] : names) {
+    if (set.count("start_thread")) start_thread = value;
+    if (set.count("raise") && set.count("gsignal")) raise = value;
+  }
+  REQUIRE(start_thread != 0);
+  REQUIRE(raise != 0);
+  Arena arena;
+  REQUIRE(arena.init(1u << 20));
+  Module m{};
+  m.path = libc;
+  m.end = UINT64_MAX;
+  m.build_id_len = static_cast<uint8_t>(id.size());
+  for (size_t i = 0; i < id.size() && i < sizeof m.build_id; ++i) m.build_id[i] = id[i];
+  NativeFrame frames[2] = {};
+  frames[0].pc = start_thread + 2;
+  frames[1].pc = raise + 2;
+  NativeFrame* ptrs[2] = {&frames[0], &frames[1]};
+  CaptureErrors errors{};
+  REQUIRE(symbolize_module_frames(m, ptrs, 2, &arena, &errors));
+  REQUIRE(frames[0].symbol != nullptr);
+  CHECK(std::string(frames[0].symbol) == "start_thread");
+  REQUIRE(frames[1].symbol != nullptr);
+  // The global name, as a debugger shows it from the symbol tables: not the
+  // weak gsignal nor glibc's local __GI_raise.
+  CHECK(std::string(frames[1].symbol) == "raise");
+  arena.release();
 }

@@ -8,7 +8,15 @@
 // and so on. The merge is proven when the runs and the eval frames pair up
 // one to one and, where the version puts the shim frame on the C stack
 // (3.12+), each shim lies inside the stack frame of the eval frame it is
-// paired with. Otherwise -1: the report keeps both lists.
+// paired with.
+//
+// Where the eval loop has no symbol (an interpreter without .symtab whose
+// eval loop is split into hot and cold parts: its frames are module+offset
+// outside the exported range), 3.12+ still says which native frame ran each
+// run: the shim frame the eval call pushed lives on the C stack, inside the
+// stack frame of that call. Each run goes before the native frame whose
+// stack range holds its shim; the runs' frames must follow each other
+// inward to outward. Otherwise -1: the report keeps both lists.
 #include "core/python.h"
 #include "core/str.h"
 
@@ -22,19 +30,50 @@ bool is_eval_frame(const NativeFrame& f) {
   return str_eq(s, "_PyEval_EvalFrameDefault") || str_starts_with(s, "_PyEval_EvalFrameDefault.");
 }
 
-}  // namespace
+// The native frame whose stack range [sp, caller's sp) holds addr, from
+// index `from` on; -1 if none.
+int frame_holding(const ThreadCapture& native, uintptr_t addr, int from) {
+  for (int i = from; i + 1 < native.nframes; ++i) {
+    uintptr_t lo = native.frames[i].sp, hi = native.frames[i + 1].sp;
+    if (lo && addr >= lo && addr < hi) return i;
+  }
+  return -1;
+}
 
-int interleave_frames(const ThreadCapture& native, const PyThread& py, const ModuleTable&,
-                      FrameRef* out, int cap) {
-  if (py.nframes <= 0 || native.nframes <= 0) return -1;
-  // The Python frames must be complete: with the outer runs cut off, the
-  // pairing cannot be checked.
-  if (py.nframes != py.frames_total) return -1;
+// The merge by shim addresses alone (3.12+); -1 when a run has none or it
+// lies in no native frame after the previous run's.
+int interleave_by_shim(const ThreadCapture& native, const PyThread& py, FrameRef* out, int cap) {
+  int n = 0, next_py = 0, next_native = 0;
+  while (next_py < py.nframes) {
+    int end = next_py;  // the run's last (entry) frame
+    while (!py.frames[end].entry) ++end;
+    uintptr_t shim = py.frames[end].entry_shim;
+    if (!shim) return -1;
+    int eval = frame_holding(native, shim, next_native);
+    if (eval < 0) return -1;
+    for (; next_native < eval; ++next_native) {
+      if (n >= cap) return -1;
+      out[n++] = FrameRef{false, next_native};
+    }
+    for (; next_py <= end; ++next_py) {
+      if (n >= cap) return -1;
+      out[n++] = FrameRef{true, next_py};
+    }
+    if (n >= cap) return -1;
+    out[n++] = FrameRef{false, next_native++};
+  }
+  for (; next_native < native.nframes; ++next_native) {
+    if (n >= cap) return -1;
+    out[n++] = FrameRef{false, next_native};
+  }
+  return n;
+}
+
+int interleave_by_symbol(const ThreadCapture& native, const PyThread& py, FrameRef* out, int cap) {
   int evals = 0;
   for (int i = 0; i < native.nframes; ++i) evals += is_eval_frame(native.frames[i]);
   int runs = 0;
   for (int i = 0; i < py.nframes; ++i) runs += py.frames[i].entry;
-  if (!py.frames[py.nframes - 1].entry) return -1;  // outermost run never closed
   if (runs != evals || native.nframes != native.frames_total) return -1;
 
   int n = 0, next_py = 0;
@@ -58,6 +97,19 @@ int interleave_frames(const ThreadCapture& native, const PyThread& py, const Mod
     out[n++] = FrameRef{false, i};
   }
   return next_py == py.nframes ? n : -1;
+}
+
+}  // namespace
+
+int interleave_frames(const ThreadCapture& native, const PyThread& py, const ModuleTable&,
+                      FrameRef* out, int cap) {
+  if (py.nframes <= 0 || native.nframes <= 0) return -1;
+  // The Python frames must be complete: with the outer runs cut off, the
+  // pairing cannot be checked.
+  if (py.nframes != py.frames_total) return -1;
+  if (!py.frames[py.nframes - 1].entry) return -1;  // outermost run never closed
+  int merged = interleave_by_symbol(native, py, out, cap);
+  return merged >= 0 ? merged : interleave_by_shim(native, py, out, cap);
 }
 
 }  // namespace faultline::core

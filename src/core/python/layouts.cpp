@@ -92,8 +92,9 @@ constexpr DebugOffsetsPositions kDebugPositions[] = {
     // 3.14 (pycore_debug_offsets.h): threads_main, code_object_generation and
     // tlbc_generation in interpreter_state, stackpointer and tlbc_index in
     // interpreter_frame, co_tlbc in code_object, set_object before dict.
-    // f_executable is a _PyStackRef whose low bits are tags; owner 3 is now
-    // FRAME_OWNED_BY_INTERPRETER and the C-stack shim is 4.
+    // f_executable is a _PyStackRef whose low bits are tags. Owner 3 is now
+    // FRAME_OWNED_BY_INTERPRETER: the entry frame each eval call pushes on
+    // the C stack (and the thread's base frame) has it; 4 (CSTACK) is unused.
     {14, 16,
      24, 40,
      48, 64, 72, 120, 128, 144, 152,
@@ -103,7 +104,7 @@ constexpr DebugOffsetsPositions kDebugPositions[] = {
      400, 408,
      592, 600, 608,
      616, 624, 632, 640,
-     648, 4, 3, 3},
+     648, 3, 3, 3},
     // clang-format on
 };
 

@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""One command for faultline's performance goals, each measured against its
+baseline in the same run (medians). Not a test; nothing fails.
+
+    python3 bench/perf.py [BUILD_DIR] [--runs N] [--quick] [--markdown]
+                          [--skip p1|p2|p3|python|torch]
+
+P1  capture: a process of N threads x ~50 frames crashes (SIGSEGV on its main
+    thread); the handler's own time (the report's faultline.capture_ns, handler
+    entry to report renamed) against `eu-stack -p` on the same program live,
+    for 64 and 256 threads, with each unwinder (FAULTLINE_UNWINDER=cfi and
+    libunwind), and the phase breakdown (faultline.phases_ns). Then a
+    two-thread Python job that crashes in native code (ctypes).
+P2  start-up: `python3 -c pass`, `python3 -c "import torch"` and a C
+    `int main(){}` with and without the preload, run by run interleaved (wall
+    and CPU time), and the RSS the preload adds to an idle process.
+P3  `faultline symbolize` against eu-addr2line and llvm-symbolizer-14 on the
+    same addresses (bench/symbolize_bench.py).
+
+--markdown prints the README's performance table from the same numbers.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(HERE)
+PYTHON = "/usr/bin/python3"
+
+
+def lib(build):
+    return os.path.join(build, "lib", "libfaultline.so")
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+# ---- P1 ----------------------------------------------------------------------
+
+def crash_once(build, n, unwinder):
+    d = tempfile.mkdtemp(prefix="fl-perf-")
+    env = dict(os.environ, LD_PRELOAD=lib(build), FAULTLINE_DIR=d, FAULTLINE_STDERR="0",
+               FAULTLINE_UNWINDER=unwinder)
+    p = subprocess.Popen([os.path.join(build, "bench", "bench_threads"), str(n)], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert p.stdout.readline() == b"ready\n"
+    p.stdin.write(b"crash\n")
+    p.stdin.flush()
+    p.wait()
+    reports = [f for f in os.listdir(d) if f.endswith(".json") and not f.startswith(".")]
+    rep = None
+    if reports:
+        with open(os.path.join(d, reports[0])) as f:
+            rep = json.load(f)
+    shutil.rmtree(d, ignore_errors=True)
+    return rep
+
+
+def eu_stack(build, n, runs):
+    p = subprocess.Popen([os.path.join(build, "bench", "bench_threads"), str(n)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert p.stdout.readline() == b"ready\n"
+    ts = []
+    try:
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            subprocess.run(["eu-stack", "-p", str(p.pid)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            ts.append(time.perf_counter() - t0)
+    finally:
+        p.stdin.close()
+        p.wait()
+    return med(ts)
+
+
+def phases(rep):
+    return {k: v / 1e6 for k, v in rep["faultline"].get("phases_ns", {}).items()}
+
+
+def p1(build, runs, results):
+    print("P1  capture, crash -> report renamed (handler time, median of %d)" % runs)
+    for n in (64, 256):
+        eu = eu_stack(build, n, max(3, runs // 2))
+        for unwinder in ("cfi", "libunwind"):
+            reps = [crash_once(build, n, unwinder) for _ in range(runs)]
+            reps = [r for r in reps if r]
+            cap = med([r["faultline"]["capture_ns"] / 1e6 for r in reps])
+            frames = med([sum(len(t["frames"]) for t in r["threads"]) for r in reps])
+            ph = {}
+            for r in reps:
+                for k, v in phases(r).items():
+                    ph.setdefault(k, []).append(v)
+            ph = {k: med(v) for k, v in ph.items()}
+            results[f"p1_{n}_{unwinder}"] = cap
+            results[f"p1_{n}_frames"] = frames
+            print(f"  {n + 1:>4} threads, {frames:>6.0f} frames, {unwinder:>9}: {cap:7.2f} ms   "
+                  f"eu-stack -p {eu * 1e3:7.1f} ms   ratio {eu * 1e3 / cap:5.1f}x")
+            print("        phases (ms): " + "  ".join(f"{k} {v:.2f}" for k, v in ph.items()))
+        results[f"p1_{n}_eu"] = eu * 1e3
+
+
+PY_JOB = r"""
+import ctypes, threading, time
+ev = threading.Event()
+def worker():
+    ev.set()
+    while True:
+        time.sleep(0.01)
+threading.Thread(target=worker, daemon=True).start()
+ev.wait()
+%s
+def crash():
+    ctypes.string_at(0)
+crash()
+"""
+
+
+def python_job(build, runs, results, torch):
+    code = PY_JOB % ("import torch" if torch else "")
+    for unwinder in ("cfi", "libunwind"):
+        caps, ph = [], {}
+        for _ in range(runs):
+            d = tempfile.mkdtemp(prefix="fl-perf-")
+            env = dict(os.environ, LD_PRELOAD=lib(build), FAULTLINE_DIR=d, FAULTLINE_STDERR="0",
+                       FAULTLINE_UNWINDER=unwinder)
+            subprocess.run([PYTHON, "-c", code], env=env, stderr=subprocess.DEVNULL)
+            for f in os.listdir(d):
+                if f.endswith(".json") and not f.startswith("."):
+                    with open(os.path.join(d, f)) as fh:
+                        rep = json.load(fh)
+                    caps.append(rep["faultline"]["capture_ns"] / 1e6)
+                    for k, v in phases(rep).items():
+                        ph.setdefault(k, []).append(v)
+            shutil.rmtree(d, ignore_errors=True)
+        name = "torch" if torch else "python"
+        results[f"py_{name}_{unwinder}"] = med(caps)
+        print(f"  two-thread Python job{' (import torch)' if torch else ''}, {unwinder:>9}: "
+              f"{med(caps):6.2f} ms   phases (ms): " +
+              "  ".join(f"{k} {med(v):.2f}" for k, v in ph.items()))
+
+
+# ---- P2 ----------------------------------------------------------------------
+
+def run_timed(argv, env):
+    """(wall seconds, CPU seconds: user + system) of one run."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, _, ru = os.wait4(p.pid, 0)
+    return time.perf_counter() - t0, ru.ru_utime + ru.ru_stime
+
+
+def startup_pair(argv, build, runs):
+    """Medians (wall, CPU) without and with the preload, the two interleaved
+    run by run so that the machine's load hits both alike. On a shared,
+    loaded machine the CPU time is the steadier measure."""
+    base = dict(os.environ)
+    base.pop("LD_PRELOAD", None)
+    with_fl = dict(base, LD_PRELOAD=lib(build))
+    for _ in range(3):  # warm the page cache
+        run_timed(argv, base)
+        run_timed(argv, with_fl)
+    a, b = [], []
+    for _ in range(runs):
+        a.append(run_timed(argv, base))
+        b.append(run_timed(argv, with_fl))
+    return ((med([x[0] for x in a]), med([x[1] for x in a])),
+            (med([x[0] for x in b]), med([x[1] for x in b])))
+
+
+def rss_kib(cmd, env):
+    p = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    p.stdout.readline()
+    with open(f"/proc/{p.pid}/status") as f:
+        rss = [int(l.split()[1]) for l in f if l.startswith("VmRSS:")][0]
+    p.stdin.close()
+    p.wait()
+    return rss
+
+
+def p2(build, runs, results, torch):
+    print(f"P2  start-up with the preload (median of {runs}, interleaved; ratio with / without)")
+    empty = os.path.join(tempfile.mkdtemp(prefix="fl-perf-"), "empty")
+    subprocess.run(["cc", "-O2", "-x", "c", "-", "-o", empty], input=b"int main(){return 0;}",
+                   check=True)
+    cases = [("C int main(){}", [empty]), ("python3 -c pass", [PYTHON, "-c", "pass"])]
+    if torch:
+        cases.append(("python3 -c 'import torch'", [PYTHON, "-c", "import torch"]))
+    for name, argv in cases:
+        (aw, ac), (bw, bc) = startup_pair(argv, build, runs if "torch" not in name else max(5, runs // 4))
+        results[f"p2_{name}"] = ((aw, ac), (bw, bc))
+        print(f"  {name:28s} wall {aw * 1e3:8.2f} -> {bw * 1e3:8.2f} ms (x{bw / aw:.3f})   "
+              f"CPU {ac * 1e3:8.2f} -> {bc * 1e3:8.2f} ms (x{bc / ac:.3f})")
+    idle = [PYTHON, "-c", "import sys; print('ready', flush=True); sys.stdin.read()"]
+    base = dict(os.environ)
+    base.pop("LD_PRELOAD", None)
+    r0 = med([rss_kib(idle, base) for _ in range(5)])
+    r1 = med([rss_kib(idle, dict(base, LD_PRELOAD=lib(build))) for _ in range(5)])
+    results["p2_rss"] = r1 - r0
+    print(f"  RSS added to an idle python3: {r1 - r0:.0f} KiB (one thread; each further thread "
+          f"adds its alternate signal stack's touched pages)")
+
+
+# ---- P3 ----------------------------------------------------------------------
+
+def p3(build, runs, results):
+    print("P3  symbolize (bench/symbolize_bench.py)")
+    out = subprocess.run([sys.executable, os.path.join(HERE, "symbolize_bench.py"), "--faultline",
+                          os.path.join(build, "bin", "faultline"), "--runs", str(max(3, runs // 4)),
+                          "--skip", "addr2line"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        print("  " + line.strip())
+        m = re.match(r"\s*vs (\S+)\s+cold x([\d.]+)\s+warm x([\d.]+)", line)
+        if m:
+            results[f"p3_{m.group(1)}"] = (float(m.group(2)), float(m.group(3)))
+
+
+def markdown(r):
+    rows = ["| what | result | baseline (same run) |", "| --- | --- | --- |"]
+    for n in (64, 256):
+        if f"p1_{n}_cfi" in r:
+            eu = r[f"p1_{n}_eu"]
+            rows.append(f"| crash capture, {n + 1} threads x ~50 frames, signal to report renamed "
+                        f"| {r[f'p1_{n}_cfi']:.1f} ms (libunwind: {r[f'p1_{n}_libunwind']:.1f} ms) "
+                        f"| `eu-stack -p`: {eu:.0f} ms ({eu / r[f'p1_{n}_cfi']:.0f}x) |")
+    for k, label in (("py_python_cfi", "two-thread Python job"),
+                     ("py_torch_cfi", "two-thread Python job with torch imported")):
+        if k in r:
+            rows.append(f"| {label}, crash capture | {r[k]:.1f} ms "
+                        f"(libunwind: {r[k.replace('cfi', 'libunwind')]:.1f} ms) | |")
+    for k, v in r.items():
+        if k.startswith("p2_") and isinstance(v, tuple):
+            (aw, ac), (bw, bc) = v
+            rows.append(f"| start-up, {k[3:]} | CPU {bc * 1e3:.1f} ms (x{bc / ac:.2f}), "
+                        f"wall {bw * 1e3:.1f} ms (x{bw / aw:.2f}) "
+                        f"| CPU {ac * 1e3:.1f} ms, wall {aw * 1e3:.1f} ms without the preload |")
+    if "p2_rss" in r:
+        rows.append(f"| RSS added (idle python3) | {r['p2_rss']:.0f} KiB | |")
+    for k, v in r.items():
+        if k.startswith("p3_"):
+            rows.append(f"| `faultline symbolize` vs {k[3:]} | x{v[0]:.2f} cold, x{v[1]:.2f} warm "
+                        f"| same 10,000 addresses |")
+    print("\n".join(rows))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build", nargs="?", default=os.path.join(SOURCE, "build"))
+    ap.add_argument("--runs", type=int, default=11)
+    ap.add_argument("--skip", action="append", default=[])
+    ap.add_argument("--markdown", action="store_true")
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    has_torch = "torch" not in a.skip and subprocess.run(
+        [PYTHON, "-c", "import torch"], capture_output=True).returncode == 0
+    r = {}
+    if "p1" not in a.skip:
+        p1(build, a.runs, r)
+        if "python" not in a.skip:
+            python_job(build, a.runs, r, False)
+            if has_torch:
+                python_job(build, max(3, a.runs // 2), r, True)
+    if "p2" not in a.skip:
+        p2(build, max(40, a.runs * 5), r, has_torch)
+    if "p3" not in a.skip:
+        p3(build, a.runs, r)
+    if a.markdown:
+        markdown(r)
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    sys.exit(main())

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Benchmark (not a test): the start-up cost of the Python package.
+`python3 -c pass` against, in the same run and interleaved:
+
+  import      python3 -c "import faultline"          (no library: does nothing)
+  enable      python3 -c "import faultline; faultline.enable()"   (loads the library late)
+  preload     LD_PRELOAD=libfaultline.so python3 -c pass
+  preload+enable  both (enable() reinstalls the preloaded library)
+
+    python3 bench/python_startup.py [BUILD_DIR] [--runs 31] [--python /usr/bin/python3]
+
+Medians of wall time per start, and the ratio to the bare interpreter.
+A late load that the library does not support yet is reported as failing.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build", nargs="?", default=os.path.join(HERE, "..", "build"))
+    ap.add_argument("--runs", type=int, default=31)
+    ap.add_argument("--python", default="/usr/bin/python3")
+    a = ap.parse_args()
+    lib = os.path.join(os.path.abspath(a.build), "lib", "libfaultline.so")
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
+    base_env.pop("LD_PRELOAD", None)
+    base_env["PYTHONPATH"] = os.path.join(HERE, "..", "python")
+    base_env["FAULTLINE_LIB"] = lib
+    pre = dict(base_env, LD_PRELOAD=lib)
+    cases = [
+        ("bare", ["-c", "pass"], base_env),
+        ("import", ["-c", "import faultline"], base_env),
+        ("enable", ["-c", "import faultline; faultline.enable()"], base_env),
+        ("preload", ["-c", "pass"], pre),
+        ("preload+enable", ["-c", "import faultline; faultline.enable()"], pre),
+    ]
+    times = {name: [] for name, _, _ in cases}
+    failed = set()
+    for _ in range(a.runs):
+        for name, args, env in cases:  # interleaved: drift hits all alike
+            t = time.perf_counter()
+            p = subprocess.run([a.python, *args], env=env, capture_output=True)
+            dt = time.perf_counter() - t
+            if p.returncode != 0:
+                failed.add(name)
+            times[name].append(dt)
+    base = statistics.median(times["bare"])
+    print(f"{a.python}, {a.runs} runs each, medians")
+    for name, _, _ in cases:
+        m = statistics.median(times[name])
+        note = "  (FAILED: " + "library cannot be loaded late" * (name == "enable") + ")" \
+            if name in failed else ""
+        print(f"  {name:<16} {m * 1e3:7.1f} ms  ratio {m / base:5.2f}  (+{(m - base) * 1e3:.1f} ms){note}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+# A Debian package of what `cmake --install` installs: the library, its
+# headers, the CMake and pkg-config files, the faultline command, its man page
+# and the report schema. `cpack -G DEB` in the build tree (or
+# `cmake --build build --target package`) writes faultline_<version>_amd64.deb.
+set(CPACK_PACKAGE_NAME faultline)
+set(CPACK_PACKAGE_VENDOR "faultline")
+set(CPACK_PACKAGE_CONTACT "faultline maintainers <faultline@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "crash reporter for Linux x86-64 processes")
+set(CPACK_PACKAGE_DESCRIPTION
+    "libfaultline.so, preloaded or linked, writes one JSON report of every thread (native and Python frames) when a process dies of a fatal signal or an uncaught C++ exception; the faultline command renders, symbolizes and triages the reports.")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION devel)
+set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE amd64)
+# Dependencies (libunwind8, libdw1, libstdc++6, ...) from the binaries' NEEDED
+# entries, as Debian's own packages do.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+# The library lands in /usr/lib: run ldconfig after install and removal.
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+    ${PROJECT_SOURCE_DIR}/cmake/deb/triggers)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+include(CPack)

@@ -1,0 +1,172 @@
+#include "core/module_snapshot.h"
+
+#include <elf.h>
+#include <link.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "core/module_snapshot_data.h"
+#include "core/safe_read.h"
+
+namespace faultline::core {
+namespace snapshot {
+
+Buffer g_buffers[2];
+volatile int g_published = -1;
+volatile int g_readers = 0;
+
+}  // namespace snapshot
+
+namespace {
+
+using snapshot::Buffer;
+
+// The first fields of a link_map node: the public part of glibc's layout.
+struct LinkHead {
+  uintptr_t l_addr;
+  uintptr_t l_name;
+  uintptr_t l_ld;
+  uintptr_t l_next;
+  uintptr_t l_prev;
+};
+
+bool head_matches(const LinkHead& h, const snapshot::Entry& e, uintptr_t next) {
+  return h.l_addr == e.l_addr && h.l_name == e.l_name && h.l_next == next;
+}
+
+// True when the link map holds exactly the snapshot's nodes, in order. All
+// nodes are read with one process_vm_readv where the SafeReader uses it,
+// else node by node.
+bool snapshot_is_current(const Buffer& b, Arena* arena) {
+  uintptr_t first = 0;
+  if (!safe_read_obj(&first, reinterpret_cast<uintptr_t>(&_r_debug) + offsetof(r_debug, r_map)))
+    return false;
+  if (!b.complete || b.count == 0 || first != b.r_map) return false;
+  auto next_of = [&](int i) { return i + 1 < b.count ? b.entries[i + 1].node : 0; };
+  if (safe_read_method() == SafeReadMethod::kVmReadv) {
+    constexpr int kBatch = 512;  // under IOV_MAX
+    LinkHead* heads = arena->alloc_array<LinkHead>(kBatch);
+    iovec* local = arena->alloc_array<iovec>(kBatch);
+    iovec* remote = arena->alloc_array<iovec>(kBatch);
+    if (heads && local && remote) {
+      pid_t pid = static_cast<pid_t>(syscall(SYS_getpid));
+      for (int start = 0; start < b.count; start += kBatch) {
+        int n = b.count - start < kBatch ? b.count - start : kBatch;
+        for (int i = 0; i < n; ++i) {
+          local[i] = {&heads[i], sizeof(LinkHead)};
+          remote[i] = {reinterpret_cast<void*>(b.entries[start + i].node), sizeof(LinkHead)};
+        }
+        long got = syscall(SYS_process_vm_readv, pid, local, n, remote, n, 0);
+        if (got != static_cast<long>(n * sizeof(LinkHead))) return false;
+        for (int i = 0; i < n; ++i) {
+          if (!head_matches(heads[i], b.entries[start + i], next_of(start + i))) return false;
+        }
+      }
+      return true;
+    }
+  }
+  for (int i = 0; i < b.count; ++i) {
+    LinkHead h;
+    if (!safe_read_obj(&h, b.entries[i].node) || !head_matches(h, b.entries[i], next_of(i)))
+      return false;
+  }
+  return true;
+}
+
+void copy_bytes(void* dst, const void* src, size_t n) {
+  __builtin_memcpy(dst, src, n);
+}
+
+}  // namespace
+
+bool module_snapshot_use(ModuleTable* table, CfiModules* cfi, Arena* arena) {
+  __atomic_fetch_add(&snapshot::g_readers, 1, __ATOMIC_SEQ_CST);
+  int idx = __atomic_load_n(&snapshot::g_published, __ATOMIC_SEQ_CST);
+  bool ok = false;
+  if (idx == 0 || idx == 1) {
+    const Buffer& b = snapshot::g_buffers[idx];
+    if (b.count <= table->capacity && snapshot_is_current(b, arena)) {
+      CfiModule* sorted = arena->alloc_array<CfiModule>(static_cast<size_t>(b.ncfi));
+      if (sorted || b.ncfi == 0) {
+        int n = 0;
+        for (int i = 0; i < b.count; ++i) {
+          if (!b.entries[i].listed) continue;
+          Module* m = &table->items[n++];
+          *m = b.entries[i].info;
+          m->path = arena->dup(b.entries[i].info.path, 4096);
+        }
+        table->count = n;
+        table->truncated = false;
+        if (b.ncfi) copy_bytes(sorted, b.cfi, sizeof(CfiModule) * static_cast<size_t>(b.ncfi));
+        // The sparse indexes too: the buffer may be rewritten once we
+        // stop reading it, the capture's copy stays.
+        int32_t* index = arena->alloc_array<int32_t>(b.index_used ? b.index_used : 1);
+        for (int i = 0; i < b.ncfi; ++i) {
+          CfiModule& c = sorted[i];
+          if (!c.index) continue;
+          if (!index) {
+            c.index = nullptr;
+            c.index_len = 0;
+            continue;
+          }
+          size_t off = static_cast<size_t>(c.index - b.index);
+          copy_bytes(index + off, c.index, sizeof(int32_t) * c.index_len);
+          c.index = index + off;
+        }
+        cfi->items = sorted;
+        cfi->count = b.ncfi;
+        ok = true;
+      }
+    }
+  }
+  __atomic_fetch_sub(&snapshot::g_readers, 1, __ATOMIC_SEQ_CST);
+  return ok;
+}
+
+bool module_snapshot_known(uintptr_t node, uintptr_t l_addr, uintptr_t l_name, Module* out) {
+  __atomic_fetch_add(&snapshot::g_readers, 1, __ATOMIC_SEQ_CST);
+  int idx = __atomic_load_n(&snapshot::g_published, __ATOMIC_SEQ_CST);
+  bool found = false;
+  if (idx == 0 || idx == 1) {
+    const Buffer& b = snapshot::g_buffers[idx];
+    for (int i = 0; i < b.count && !found; ++i) {
+      const snapshot::Entry& e = b.entries[i];
+      if (e.node == node && e.l_addr == l_addr && e.l_name == l_name && e.listed) {
+        *out = e.info;
+        out->eh_frame_hdr = e.cfi.eh_frame_hdr;
+        found = true;
+      }
+    }
+  }
+  __atomic_fetch_sub(&snapshot::g_readers, 1, __ATOMIC_SEQ_CST);
+  return found;
+}
+
+bool cfi_modules_from_table(const ModuleTable& table, CfiModules* cfi, Arena* arena) {
+  CfiModule* out = arena->alloc_array<CfiModule>(static_cast<size_t>(table.count));
+  cfi->items = out;
+  cfi->count = 0;
+  if (!out) return false;
+  int n = 0;
+  for (int i = 0; i < table.count; ++i) {
+    const Module& m = table.items[i];
+    if (m.end <= m.base) continue;
+    // Insertion sort by start address: a few hundred modules at most.
+    int j = n++;
+    while (j > 0 && out[j - 1].lo > m.base) {
+      out[j] = out[j - 1];
+      --j;
+    }
+    out[j] = {m.base, m.end, m.eh_frame_hdr, nullptr, 0, 0, 0};
+  }
+  cfi->count = n;
+  return true;
+}
+
+int module_snapshot_count() {
+  int idx = __atomic_load_n(&snapshot::g_published, __ATOMIC_ACQUIRE);
+  return idx == 0 || idx == 1 ? snapshot::g_buffers[idx].count : 0;
+}
+
+}  // namespace faultline::core

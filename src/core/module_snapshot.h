@@ -1,0 +1,55 @@
+// A snapshot of the loaded modules, made outside the signal path (at install
+// and after each dlopen/dlclose), so the crash handler does not read ~200
+// modules' program headers and build-id notes at crash time.
+//
+// The snapshot is taken under the loader's lock (inside dl_iterate_phdr) and
+// records the link-map node of every module. Two buffers: a refresh writes
+// the one the handler is not reading and publishes it with an atomic store.
+// At crash time the handler checks that the link map still has exactly the
+// recorded nodes (one process_vm_readv of all of them, through the
+// SafeReader's checks) and only then uses it; otherwise it walks the link map
+// as before.
+#pragma once
+
+#include "core/arena.h"
+#include "core/capture.h"
+#include "core/cfi_unwind.h"
+#include "core/modules.h"
+
+namespace faultline::core {
+
+// Install time and after dlopen/dlclose (not signal-safe: takes the
+// loader's lock through dl_iterate_phdr, and a mutex). Cheap when nothing
+// changed: modules already known are reused.
+void module_snapshot_refresh();
+
+// Around fork (install time, src/install): the fork waits for a refresh in
+// another thread to finish, so the child never inherits the snapshot's lock,
+// nor the loader's lock held by a refresh (glibc does not reset it). The
+// child never refreshes (the program's own dlopen in another thread may have
+// held the loader's lock at the fork): its pthread_create must not wait
+// forever in dl_iterate_phdr.
+void module_snapshot_before_fork();
+void module_snapshot_after_fork_parent();
+void module_snapshot_after_fork();
+
+// Crash time (async-signal-safe). When the snapshot is current, fills
+// `table` (capacity preset; paths copied into the arena) and `cfi` (sorted,
+// in the arena) and returns true. Otherwise returns false and leaves both
+// for the crash-time walk.
+bool module_snapshot_use(ModuleTable* table, CfiModules* cfi, Arena* arena);
+
+// Crash time: the unwinder's module list from a table read at crash time
+// (reads each module's program headers for PT_GNU_EH_FRAME through the
+// SafeReader). Async-signal-safe.
+bool cfi_modules_from_table(const ModuleTable& table, CfiModules* cfi, Arena* arena);
+
+// Crash time: if the published snapshot has the link-map node `node` with
+// this bias and name pointer, copies its module into *out (path pointing
+// into the snapshot: copy it) and returns true. Async-signal-safe.
+bool module_snapshot_known(uintptr_t node, uintptr_t l_addr, uintptr_t l_name, Module* out);
+
+// How many modules the published snapshot holds (tests, benchmarks).
+int module_snapshot_count();
+
+}  // namespace faultline::core

@@ -1,0 +1,50 @@
+// Per-thread state of the crash path without thread-local storage.
+//
+// libfaultline.so must load late (dlopen, ctypes.CDLL after start-up): a
+// library loaded then gets little or no static TLS from glibc, and dynamic
+// TLS is allocated with malloc on a thread's first touch, which a signal
+// handler must never do. So per-thread state lives in fixed tables keyed by
+// the kernel thread id, claimed with a compare-and-swap (no locks, no
+// allocation: async-signal-safe), and an entry whose thread is gone is reused.
+#pragma once
+
+#include <setjmp.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <ucontext.h>
+
+namespace faultline::core {
+
+// Recovery from a fault inside faultline's own handlers (see recover.h) and
+// the context of a thread that crashed after the first crash.
+struct ThreadState {
+  pid_t tid;  // 0: free (atomic)
+  volatile int recover_armed;
+  const ucontext_t* secondary_uc;
+  sigjmp_buf recover;
+};
+
+constexpr int kMaxThreadStates = 1024;
+
+// This thread's entry, found or claimed (a free entry, else one of a thread
+// that no longer exists). nullptr only when every entry belongs to a live
+// thread: the caller then runs without a recovery point.
+ThreadState* thread_state();
+// This thread's entry if it has one (never claims).
+ThreadState* thread_state_find();
+// In a fork child: only the forking thread exists, under a new id.
+void thread_state_reset_after_fork();
+
+// The thread pointer (%fs:0, glibc's struct pthread, what pthread_self()
+// returns): with the thread id it tells a thread from a dead one whose id
+// the kernel reused.
+inline uintptr_t thread_pointer() {
+  uintptr_t tp;
+  asm("mov %%fs:0, %0" : "=r"(tp));
+  return tp;
+}
+
+// True when thread tid of this process has exited (tgkill with signal 0).
+bool thread_is_gone(pid_t tid);
+
+}  // namespace faultline::core

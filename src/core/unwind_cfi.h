@@ -1,0 +1,38 @@
+// Native unwinding with the own CFI unwinder (cfi_unwind.h), libunwind kept
+// as the fallback for what it cannot do and as a runtime choice
+// (FAULTLINE_UNWINDER=libunwind|cfi). Async-signal-safe.
+#pragma once
+
+#include <ucontext.h>
+
+#include "core/capture.h"
+#include "core/cfi_unwind.h"
+
+namespace faultline::core {
+
+enum class UnwinderChoice : int { kCfi = 0, kLibunwind = 1 };
+
+// Install time: the choice, from FAULTLINE_UNWINDER ("cfi" or "libunwind").
+// Returns false (and keeps the default) for another value.
+bool unwinder_choose(const char* name);
+UnwinderChoice unwinder_choice();
+
+// Crash time: the modules the CFI unwinder uses in this capture (copied by
+// reference: the array must live until the capture ends). Starts a new
+// row-cache generation.
+void unwind_cfi_set_modules(const CfiModules& mods);
+const CfiModules& unwind_cfi_modules();
+
+// Walks with the CFI unwinder into t->frames, from the interrupted context.
+// Returns true when the walk reached the outermost frame (or the cap);
+// false when it stopped early, with `last` set to the last frame's
+// registers (that frame already recorded) for the fallback, and
+// `last_exact` whether its pc is exact (else a return address).
+bool unwind_cfi(const ucontext_t* uc, ThreadCapture* t, int max_frames, int max_counted,
+                CfiRegs* last, bool* last_exact, CfiStatus* status);
+
+// Bytes of stack a CFI walk needs at most (the signal handler checks the
+// room it has against it).
+constexpr unsigned long kCfiStackBytes = 12u << 10;
+
+}  // namespace faultline::core

@@ -1,0 +1,280 @@
+"""Crashing processes under hostile conditions: a report directory shared by
+pid namespaces, a file-size limit, a daemon whose fd 2 is its database, a
+setuid program run by another user, secrets in argv, conflicting settings.
+Each asserts that no report is lost, nothing else is written, the exit status
+is the one the program would have had, and nothing hangs (the timeout)."""
+import glob
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import pytest
+
+from hostlib import LIB, fltest
+
+CRASHER = fltest.program("crasher")
+PY = sys.executable
+
+
+def reports(d):
+    return sorted(glob.glob(os.path.join(str(d), "faultline-*.json")))
+
+
+def clean_env(**extra):
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith("FAULTLINE_") or k in ("FAULTLINE_SOURCE", "FAULTLINE_BUILD",
+                                                   "FAULTLINE_LIB", "FAULTLINE_CLI")}
+    e.pop("LD_PRELOAD", None)
+    e.update(extra)
+    return e
+
+
+# --- report names: unique across pid namespaces, never replacing a file -----------------
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0,
+                    reason="needs unshare and root for pid namespaces")
+def test_four_pid_namespaces_crashing_at_once_leave_four_reports(tmp_path):
+    # Every container's job is pid 1 with the same thread id: the old names
+    # (<second>-<pid>-<tid>) collided and one report silently replaced another.
+    (tmp_path / "faultline-keep.json").write_text("not ours")
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path))
+    procs = [subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", CRASHER, "null-read"],
+                              env=env, stderr=subprocess.PIPE) for _ in range(4)]
+    errs = [p.communicate(timeout=120)[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [-signal.SIGSEGV] * 4 or \
+        all(rc in (-signal.SIGSEGV, 128 + signal.SIGSEGV) for rc in [p.returncode for p in procs]), errs
+    found = [r for r in reports(tmp_path) if not r.endswith("faultline-keep.json")]
+    assert len(found) == 4, (found, errs)
+    for path in found:
+        with open(path) as f:
+            doc = json.load(f)
+        assert doc["process"]["pid"] == 1
+        assert "-1-1-" in os.path.basename(path)
+    written = [line.split("report written to ")[1] for e in errs for line in e.splitlines()
+               if "report written to " in line]
+    assert len(set(written)) == 4
+    assert (tmp_path / "faultline-keep.json").read_text() == "not ours"
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_many_reports_in_one_second_from_one_thread_all_kept(tmp_path):
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path))
+    for _ in range(5):
+        p = subprocess.run([CRASHER, "null-read"], env=env, capture_output=True, timeout=60)
+        assert p.returncode == -signal.SIGSEGV
+    assert len(reports(tmp_path)) == 5
+
+
+# --- a file-size limit ---------------------------------------------------------------------
+
+def test_file_size_limit_gives_efbig_and_the_stderr_copy_not_sigxfsz(tmp_path):
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path))
+    p = subprocess.run([CRASHER, "null-read"], env=env, capture_output=True, timeout=60,
+                       preexec_fn=limit)
+    err = p.stderr.decode(errors="replace")
+    assert p.returncode == -signal.SIGSEGV, (p.returncode, err)  # not SIGXFSZ (exit 153)
+    assert "EFBIG" in err and "--- faultline report begin ---" in err
+    body = err.split("--- faultline report begin ---\n", 1)[1].split("--- faultline report end ---")[0]
+    assert json.loads(body)["signal"]["name"] == "SIGSEGV"
+    assert os.listdir(tmp_path) == []  # no report, no .tmp left behind
+
+
+# --- a daemon whose fd 2 is its database -----------------------------------------------
+
+DAEMON = textwrap.dedent("""
+    import ctypes, os, sys
+    db = sys.argv[1]
+    for fd in (0, 1, 2):
+        os.close(fd)
+    for _ in range(3):
+        fd = os.open(db, os.O_RDWR | os.O_APPEND)
+    assert fd == 2
+    ctypes.string_at(0)
+""")
+
+
+@pytest.mark.parametrize("dir_ok", [True, False])
+@pytest.mark.parametrize("stderr_opt", ["1", "0"])
+def test_a_daemons_database_on_fd_2_is_never_written(tmp_path, dir_ok, stderr_opt):
+    db = tmp_path / "app.db"
+    db.write_bytes(b"SQLite format 3\0" + b"\1" * 100)
+    before = db.read_bytes()
+    prog = tmp_path / "daemon.py"
+    prog.write_text(DAEMON)
+    rdir = tmp_path / "reports"
+    if dir_ok:
+        rdir.mkdir()
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(rdir), FAULTLINE_STDERR=stderr_opt)
+    p = subprocess.run([PY, str(prog), str(db)], env=env, capture_output=True, timeout=60)
+    assert p.returncode == -signal.SIGSEGV
+    assert db.read_bytes() == before
+    err = p.stderr.decode(errors="replace")
+    if dir_ok:
+        assert len(reports(rdir)) == 1
+    if stderr_opt == "0":
+        # Nothing at crash time, not even the fallback copy (the start-up
+        # warning about the directory says the reports will be lost).
+        assert "report begin" not in err and "SIGSEGV" not in err, err
+        assert dir_ok or "will be lost" in err
+    elif not dir_ok:
+        # The original stderr (kept since install) gets the fallback copy.
+        assert "--- faultline report begin ---" in err
+
+
+# --- a setuid program run by another user ------------------------------------------------
+
+SETUID_PROG = r"""
+#include <faultline/faultline.h>
+#include <stdio.h>
+int main(void) {
+  faultline_install(NULL);
+  volatile int* p = 0;
+  return *p;
+}
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None or
+                    shutil.which("cc") is None, reason="needs root, setpriv and a C compiler")
+def test_setuid_program_ignores_the_callers_settings(tmp_path):
+    os.chmod(tmp_path, 0o755)
+    src = tmp_path / "suid.c"
+    src.write_text(SETUID_PROG)
+    exe = tmp_path / "suid"
+    libdir = os.path.dirname(LIB)
+    include = os.path.join(fltest.SOURCE, "include")
+    subprocess.run(["cc", "-o", str(exe), str(src), f"-I{include}", f"-L{libdir}", "-lfaultline",
+                    f"-Wl,-rpath,{libdir}"], check=True)
+    os.chown(exe, 0, 0)
+    os.chmod(exe, 0o4755)
+    protected = tmp_path / "protected"
+    protected.mkdir(mode=0o755)
+    victim = protected / "victim"
+    victim.write_text("root's data\n")
+    work = tmp_path / "work"
+    work.mkdir(mode=0o777)
+    env = clean_env(FAULTLINE_DIR=str(protected), TORCHELASTIC_ERROR_FILE=str(victim),
+                    FAULTLINE_STDERR="1")
+    p = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", str(exe)],
+                       env=env, cwd=str(work), capture_output=True, timeout=60)
+    assert p.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), p.stderr
+    assert victim.read_text() == "root's data\n"
+    assert os.listdir(protected) == ["victim"]
+    # The defaults apply: the report is in the working directory.
+    assert len(reports(work)) == 1, p.stderr
+
+
+# --- secrets in argv ---------------------------------------------------------------------
+
+SECRET_ARGS = ["--api-key=sk-live-123", "--password", "hunter2", "--db",
+               "postgres://bob:pw0rd@db/x", "--lr=0.1", "MYCORP_DSN=abc"]
+
+
+def crash_with_args(tmp_path, extra_env, report_dir=None):
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(report_dir or tmp_path), **extra_env)
+    return subprocess.run([PY, "-c", "import ctypes; ctypes.string_at(0)", *SECRET_ARGS],
+                          env=env, capture_output=True, timeout=60)
+
+
+def test_secrets_in_argv_are_filtered_in_the_report_and_the_stderr_copy(tmp_path):
+    p = crash_with_args(tmp_path, {"FAULTLINE_SCRUB_KEYS": "mycorp_dsn"})
+    assert p.returncode == -signal.SIGSEGV
+    with open(reports(tmp_path)[0]) as f:
+        argv = json.load(f)["process"]["argv"]
+    assert argv[-7:] == ["--api-key=[Filtered]", "--password", "[Filtered]", "--db",
+                         "postgres://bob:[Filtered]@db/x", "--lr=0.1", "MYCORP_DSN=[Filtered]"]
+    raw = open(reports(tmp_path)[0]).read()
+    for secret in ("sk-live-123", "hunter2", "pw0rd", "abc\""):
+        assert secret not in raw
+    # The stderr fallback (an unwritable directory) is the same report.
+    p = crash_with_args(tmp_path, {}, report_dir=tmp_path / "missing")
+    err = p.stderr.decode()
+    assert "--- faultline report begin ---" in err
+    assert "hunter2" not in err and "sk-live-123" not in err and "pw0rd" not in err
+
+
+def test_scrubbing_can_be_turned_off(tmp_path):
+    crash_with_args(tmp_path, {"FAULTLINE_SCRUB": "0"})
+    with open(reports(tmp_path)[0]) as f:
+        assert json.load(f)["process"]["argv"][-7:] == SECRET_ARGS
+
+
+def test_environment_stays_out_of_reports(tmp_path):
+    crash_with_args(tmp_path, {"MY_SECRET_ENV": "do-not-leak-42"})
+    assert "do-not-leak-42" not in open(reports(tmp_path)[0]).read()
+
+
+# --- conflicting and odd settings ---------------------------------------------------------
+
+@pytest.mark.parametrize("env,warning", [
+    ({"FAULTLINE_THREAD_SIGNAL": "SEGV"}, "FAULTLINE_THREAD_SIGNAL=SEGV"),
+    ({"FAULTLINE_DUMP_SIGNAL": "SEGV"}, "FAULTLINE_DUMP_SIGNAL=SEGV"),
+    ({"FAULTLINE_SIGNALS": "SEGV,RTMAX-3"}, None),
+    ({"FAULTLINE_SIGNALS": "SEGV,61"}, "FAULTLINE_SIGNALS=SEGV,61"),
+    ({"FAULTLINE_THREAD_SIGNAL": "ABRT"}, "FAULTLINE_THREAD_SIGNAL=ABRT"),
+    ({"FAULTLINE_THREAD_SIGNAL": "USR2", "FAULTLINE_DUMP": "1"}, "FAULTLINE_THREAD_SIGNAL=USR2"),
+    ({"FAULTLINE_SIGNALS": "KILL"}, "cannot be caught"),
+    ({"FAULTLINE_SIGNALS": ",,,"}, "FAULTLINE_SIGNALS=,,,"),
+])
+def test_conflicting_signal_settings_are_refused_and_the_crash_still_reported(tmp_path, env, warning):
+    r = fltest.run([fltest.program("threads"), "many", "3"], env=env, timeout=120)
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    if warning:
+        assert warning in r.stderr and "using the default" in r.stderr, r.stderr
+    rep = r.report  # exactly one report, no dump loop
+    assert rep["kind"] == "crash"
+    assert all(t["captured"] for t in rep["threads"]), "other threads' stacks were lost"
+
+
+@pytest.mark.parametrize("value", ["1", "yes", "true", "on"])
+def test_disable_accepts_the_usual_words(value):
+    r = fltest.run([CRASHER, "null-read"], env={"FAULTLINE_DISABLE": value})
+    assert r.returncode == -signal.SIGSEGV and r.reports == []
+
+
+# --- the arena stays out of core files -------------------------------------------------------
+
+def test_arena_is_not_dumped_in_cores(tmp_path):
+    # An arena of an unusual size (24 MiB) to tell it from other mappings.
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path), FAULTLINE_ARENA_MB="24")
+    p = subprocess.Popen([PY, "-c", "import sys; print('ready', flush=True); sys.stdin.readline()"],
+                         env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"ready\n"  # the library is installed by now
+        with open(f"/proc/{p.pid}/smaps") as f:
+            smaps = f.read()
+    finally:
+        p.communicate(b"\n", timeout=30)
+    blocks = re.split(r"\n(?=[0-9a-f]+-[0-9a-f]+ )", smaps)
+    arena = [b for b in blocks if re.search(r"^Size:\s+24576 kB$", b, re.M)]
+    assert arena, "no 24 MiB mapping found"
+    flags = [re.search(r"^VmFlags:(.*)$", b, re.M).group(1).split() for b in arena]
+    assert any("dd" in f for f in flags), flags
+
+
+# --- the crash-time stderr summary -----------------------------------------------------------
+
+def test_crash_time_summary_escapes_control_characters(tmp_path):
+    from hostlib import unsafe_bytes
+    code = ("import ctypes\n"
+            "exec(compile('import ctypes\\nctypes.string_at(0)', "
+            "'/tmp/evil\\x1b]0;owned\\x07\\x1b[2J\\r\\u009b\\u202e.py', 'exec'))")
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path))
+    p = subprocess.run([PY, "-c", code], env=env, capture_output=True, timeout=60)
+    assert p.returncode == -signal.SIGSEGV
+    assert b"evil\\x1b]0;owned\\x07\\x1b[2J\\x0d" in p.stderr, p.stderr
+    assert unsafe_bytes(p.stderr) == [], p.stderr
+    # The report keeps the name exactly.
+    with open(reports(tmp_path)[0]) as f:
+        files = {fr.get("file") for t in json.load(f)["threads"] for fr in t["frames"]}
+    assert "/tmp/evil\x1b]0;owned\x07\x1b[2J\r\u009b\u202e.py" in files

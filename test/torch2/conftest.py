@@ -1,0 +1,21 @@
+"""Every torch2 test's output names the torch and Python it ran with (the root's)."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rootrun  # noqa: E402
+
+_versions = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def root_versions():
+    global _versions
+    _versions = rootrun.versions()
+    return _versions
+
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(f"torch2: ran with {_versions or 'no root (see the errors above)'}")
