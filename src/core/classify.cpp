@@ -23,9 +23,6 @@ using K = MatchKind;
 constexpr Match kAnything = {K::kAny, nullptr};
 
 // Shorthands that keep the table one row per rule.
-constexpr Match exact(const char* s) {
-  return {K::kExact, s};
-}
 constexpr Match prefix(const char* s) {
   return {K::kPrefix, s};
 }

@@ -75,8 +75,12 @@ int main(int argc, char** argv) {
 
   if (mode == "annotate16") {
     std::vector<std::thread> threads;
+    static std::atomic<int> started{0};
     for (int w = 0; w < 16; ++w) {
       threads.emplace_back([w] {
+        // Every worker exists before any serves: the crash must find all 16.
+        started.fetch_add(1);
+        while (started.load() < 16) std::this_thread::yield();
         for (int r = 0;; ++r) {
           serve(w, r, 500);
           if (g_stop) return;
