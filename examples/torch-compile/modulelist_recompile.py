@@ -1,4 +1,4 @@
-"""The repeated torch.compile ModuleList job (the pattern behind issue 6).
+"""The repeated torch.compile ModuleList job.
 
 A model made of an nn.ModuleList is compiled again and again, inside the
 training loop, with a new input shape each time. Every torch.compile call
