@@ -27,13 +27,16 @@ ucontext_t g_ctx[kMax + 1];
 pid_t g_tid[kMax + 1];
 volatile int g_ready = 0;
 volatile int g_done = 0;
+// Parked threads stay until the minidump is written: a thread that returned
+// from md_park early would change the stack window being saved.
+volatile int g_release = 0;
 
 extern "C" __attribute__((noinline)) void md_park(int i) {
   g_tid[i] = static_cast<pid_t>(syscall(SYS_gettid));
   getcontext(&g_ctx[i]);
   if (g_done) return;
   __atomic_add_fetch(&g_ready, 1, __ATOMIC_SEQ_CST);
-  while (!g_done) usleep(1000);
+  while (!g_release) usleep(1000);
 }
 
 void* worker(void* arg) {
@@ -108,6 +111,7 @@ int main(int argc, char** argv) {
     pthread_create(&th[i - 1], nullptr, worker, reinterpret_cast<void*>(static_cast<intptr_t>(i)));
   while (g_ready < g_n) usleep(1000);
   int rc = md_middle();
+  g_release = 1;
   for (int i = 0; i < g_n; ++i) pthread_join(th[i], nullptr);
   close(g_fd);
   return rc;
