@@ -7,11 +7,6 @@
 #include "core/unwind_cfi.h"
 
 namespace faultline::core {
-namespace {
-
-// Beyond this many frames we stop counting (a runaway recursion of a million
-// frames is reported as "at least 10000").
-constexpr int kMaxCountedFrames = 10000;
 
 void push_frame(ThreadCapture* t, int max_frames, uintptr_t pc, uintptr_t sp, bool signal_frame) {
   if (t->nframes < max_frames) {
@@ -24,6 +19,12 @@ void push_frame(ThreadCapture* t, int max_frames, uintptr_t pc, uintptr_t sp, bo
   }
   ++t->frames_total;
 }
+
+namespace {
+
+// Beyond this many frames we stop counting (a runaway recursion of a million
+// frames is reported as "at least 10000").
+constexpr int kMaxCountedFrames = 10000;
 
 // Whether the first frame can be unwound from its own tables. Code outside
 // every module (JIT, Triton kernels' loaded cubins are not CPU code) counts

@@ -27,6 +27,10 @@ void unwind_init(bool per_thread_cache);
 void unwind_from_context(const ucontext_t* uc, const ModuleTable& modules, ThreadCapture* thread,
                          int max_frames, CaptureErrors* errors);
 
+// Appends one frame (kept while fewer than max_frames are kept; always
+// counted in frames_total). Both unwinders record frames through it.
+void push_frame(ThreadCapture* t, int max_frames, uintptr_t pc, uintptr_t sp, bool signal_frame);
+
 // Frame-pointer walk from (pc, sp, fp), appending to thread->frames.
 void unwind_frame_pointers(uintptr_t fp, ThreadCapture* thread, int max_frames);
 

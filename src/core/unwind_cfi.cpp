@@ -1,6 +1,7 @@
 #include "core/unwind_cfi.h"
 
 #include "core/str.h"
+#include "core/unwind.h"
 
 namespace faultline::core {
 namespace {
@@ -16,16 +17,7 @@ struct Sink {
 
 void emit(void* ctx, uintptr_t pc, uintptr_t sp, bool exact) {
   Sink* s = static_cast<Sink*>(ctx);
-  ThreadCapture* t = s->t;
-  if (t->nframes < s->max_frames) {
-    NativeFrame& f = t->frames[t->nframes++];
-    f.pc = pc;
-    f.sp = sp;
-    f.module = -1;
-    f.symbol = nullptr;
-    f.signal_frame = exact;
-  }
-  ++t->frames_total;
+  push_frame(s->t, s->max_frames, pc, sp, exact);
   s->last_exact = exact;
 }
 
