@@ -18,13 +18,14 @@ bool Arena::init(size_t bytes) {
   base_ = static_cast<char*>(p);
   size_ = bytes;
   used_ = 0;
+  clean_ = 0;
   return true;
 }
 
 void Arena::release() {
   if (base_) munmap(base_, size_);
   base_ = nullptr;
-  size_ = used_ = 0;
+  size_ = used_ = clean_ = 0;
 }
 
 void* Arena::alloc(size_t n, size_t align) {
@@ -34,9 +35,12 @@ void* Arena::alloc(size_t n, size_t align) {
     return nullptr;
   }
   char* p = base_ + start;
-  // The arena may hold a previous dump's data: zero what we hand out.
-  for (size_t i = 0; i < n; ++i) p[i] = 0;
+  // The arena may hold a previous dump's data: zero what we hand out, up to
+  // where it was never used.
+  size_t dirty = start < clean_ ? (clean_ - start < n ? clean_ - start : n) : 0;
+  for (size_t i = 0; i < dirty; ++i) p[i] = 0;
   used_ = start + n;
+  if (used_ > clean_) clean_ = used_;
   return p;
 }
 
