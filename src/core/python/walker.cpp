@@ -362,7 +362,9 @@ void python_init(const ModuleTable* modules_or_null) {
     modules = &table;
   }
   Runtime rt = {};
-  if (python::locate_runtime(*modules, &rt) == nullptr) {
+  // Exported symbols only: a runtime found no other way is looked for
+  // again at crash time, in full.
+  if (python::locate_runtime(*modules, &rt, true) == nullptr) {
     g_install.runtime = rt;
     g_install.have_runtime = true;
   }
