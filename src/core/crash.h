@@ -81,7 +81,7 @@ struct CrashState {
 
 // What faultline_callback_writer points to.
 struct CallbackWriter {
-  static constexpr int kMax = 32;
+  static constexpr int kMax = FAULTLINE_CALLBACK_PAIRS_MAX;
   Arena* arena;
   AnnotationView* items;
   int count;

@@ -33,6 +33,7 @@
 #include "core/unwind_cfi.h"
 #include "faultline/faultline.h"
 #include "install/late_load.h"
+#include "install/options.h"
 #include "install/sigaction_hook.h"
 #include "install/terminate.h"
 #include "install/thread_stacks.h"
@@ -270,10 +271,9 @@ bool g_argv_from_constructor = false;
 
 using namespace faultline::core;
 
-extern "C" {
-
-void faultline_options_init(faultline_options* opts) {
+void faultline::install::options_defaults(faultline_options* opts) {
   *opts = faultline_options{};
+  opts->size = sizeof *opts;
   // secure_getenv everywhere: under AT_SECURE (setuid, setgid, capabilities)
   // the caller's FAULTLINE_* variables are ignored (doc/security.md).
   opts->report_dir = secure_getenv("FAULTLINE_DIR");
@@ -330,12 +330,13 @@ static void read_chain_order(Config* cfg) {
   }
 }
 
-int faultline_install(const faultline_options* opts) {
-  faultline_options defaults;
-  if (!opts) {
-    faultline_options_init(&defaults);
-    opts = &defaults;
-  }
+extern "C" {
+
+int faultline_install(const faultline_options* caller) {
+  // The caller's struct in this library's layout (install/options.h).
+  faultline_options own;
+  if (int rc = faultline::install::options_from_caller(caller, &own); rc != 0) return rc;
+  const faultline_options* opts = &own;
   resolve_real_sigaction();  // before any handler is installed
   Config* cfg = &g_crash.config;
   if (!g_crash.installed) cfg->dir_fd = -1;
