@@ -29,6 +29,14 @@ struct faultline_callback_writer;
 
 namespace faultline::core {
 
+// Who runs first at a hardware fault when the program has its own handler
+// behind faultline's (core/chain_call.cpp).
+enum class ChainOrder : int {
+  kAuto,          // the program's handler first if it was there before faultline
+  kReportFirst,   // always faultline's report first
+  kHandlerFirst,  // always the program's handler first
+};
+
 // Prepared at install, read-only in the handler.
 struct Config {
   char dir[4096]{};  // absolute report directory (for messages)
@@ -46,6 +54,7 @@ struct Config {
   void* callback_data{};
   int watchdog_seconds{};
   size_t arena_bytes{};
+  ChainOrder chain_order{ChainOrder::kAuto};  // FAULTLINE_CHAIN_ORDER
   // Process facts gathered at install.
   bool scrub{true};        // secrets in argv filtered (FAULTLINE_SCRUB)
   char scrub_keys[512]{};  // FAULTLINE_SCRUB_KEYS: more sensitive words, comma-separated
@@ -59,6 +68,9 @@ struct CrashState {
   Arena arena{};
   Capture* capture{};  // in the arena
   struct sigaction previous[65]{};
+  // previous[s] was installed after faultline (kept behind it by the
+  // sigaction interposer), not found there at install.
+  bool previous_later[65]{};
   bool handled[65]{};
   bool installed{};
   pid_t pid{};               // our pid, updated in fork children

@@ -310,6 +310,21 @@ void faultline::install::options_defaults(faultline_options* opts) {
   resolve_signal_conflicts(opts, dump ? SIGUSR2 : 0);
 }
 
+// Who runs first at a hardware fault when the program has its own handler
+// behind faultline's (core/chain.h). A deployment switch, like the unwinder.
+static void read_chain_order(Config* cfg) {
+  cfg->chain_order = ChainOrder::kAuto;
+  const char* v = secure_getenv("FAULTLINE_CHAIN_ORDER");
+  if (!v || !*v || !strcmp(v, "auto")) return;
+  if (!strcmp(v, "report-first")) {
+    cfg->chain_order = ChainOrder::kReportFirst;
+  } else if (!strcmp(v, "handler-first")) {
+    cfg->chain_order = ChainOrder::kHandlerFirst;
+  } else {
+    warn_bad("FAULTLINE_CHAIN_ORDER", v, "expected auto, report-first or handler-first");
+  }
+}
+
 extern "C" {
 
 int faultline_install(const faultline_options* caller) {
@@ -327,6 +342,7 @@ int faultline_install(const faultline_options* caller) {
   // The unwinder is not an option of the C API: a deployment switch.
   if (const char* u = secure_getenv("FAULTLINE_UNWINDER"); u && *u && !unwinder_choose(u))
     warn_bad("FAULTLINE_UNWINDER", u, "expected cfi or libunwind");
+  read_chain_order(cfg);
   module_snapshot_refresh();
   if (dlsym(RTLD_DEFAULT, "_PyRuntime")) {
     // The interpreter is looked for in the snapshot just made, not in a
@@ -409,7 +425,10 @@ int faultline_install(const faultline_options* caller) {
   for (int s = 1; s < 64; ++s) {
     bool want = (cfg->signals >> s) & 1;
     if (want && !g_crash.handled[s]) {
-      if (real_sigaction(s, &sa, &g_crash.previous[s]) == 0) g_crash.handled[s] = true;
+      if (real_sigaction(s, &sa, &g_crash.previous[s]) == 0) {
+        g_crash.previous_later[s] = false;
+        g_crash.handled[s] = true;
+      }
     } else if (!want && g_crash.handled[s]) {
       real_sigaction(s, &g_crash.previous[s], nullptr);
       g_crash.handled[s] = false;
