@@ -80,6 +80,11 @@ typedef struct faultline_options {
   /* Called in the crash handler after capture, before the report is written. */
   faultline_crash_callback callback;
   void* callback_data;
+  /* 1: write a minidump (Breakpad's format: lldb, minidump_stackwalk and
+   * Sentry read it) beside each crash report, under the same name with .dmp;
+   * the report names it in its "minidump" field. Live dumps have none.
+   * Default 0 (FAULTLINE_MINIDUMP). */
+  int minidump;
 } faultline_options;
 
 /* Fills *opts with the defaults, then applies the FAULTLINE_* environment

@@ -55,6 +55,7 @@ class Options(ctypes.Structure):
         ("stay_in_front", ctypes.c_int),
         ("callback", ctypes.c_void_p),
         ("callback_data", ctypes.c_void_p),
+        ("minidump", ctypes.c_int),
     ]
 
 

@@ -46,6 +46,7 @@ struct Config {
   void* callback_data{};
   int watchdog_seconds{};
   size_t arena_bytes{};
+  bool minidump{};  // a minidump beside each crash report (FAULTLINE_MINIDUMP)
   // Process facts gathered at install.
   bool scrub{true};        // secrets in argv filtered (FAULTLINE_SCRUB)
   char scrub_keys[512]{};  // FAULTLINE_SCRUB_KEYS: more sensitive words, comma-separated
