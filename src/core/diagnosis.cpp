@@ -148,36 +148,21 @@ void write_summary(Capture* c, const ThreadCapture* t, const NativeFrame* where)
 // (never addresses).
 void write_signature(Capture* c, const ThreadCapture* t) {
   const SignalInfo* si = find_signal(c->signo);
-  const PyThread* py = t ? python_thread_for(*c, t->tid) : nullptr;
-  char names[kSignatureNativeFrames][256];
-  const char* native[kSignatureNativeFrames];
-  int nnative = 0;
-  for (int i = 0; t && i < t->nframes && nnative < kSignatureNativeFrames; ++i) {
+  SignatureBuilder s(si ? si->name : "?", c->category,
+                     c->kind == CaptureKind::kTerminate ? g_terminate.type : nullptr,
+                     signal_sent_by_process(c->info.si_code));
+  for (int i = 0; t && i < t->nframes && s.wants_native(); ++i) {
     const NativeFrame& f = t->frames[i];
-    if (is_raise_frame(*c, f)) continue;
-    const Module* m = f.module >= 0 ? &c->modules.items[f.module] : nullptr;
-    const Origin& o = classify_native(m ? m->path : nullptr, f.symbol);
-    signature_native_field(names[nnative], sizeof names[nnative], m ? m->path : nullptr, f.symbol,
-                           m ? f.pc - m->bias : 0, o.id, o.generated);
-    native[nnative] = names[nnative];
-    ++nnative;
+    const char* path = f.module >= 0 ? c->modules.items[f.module].path : nullptr;
+    uint64_t offset = f.module >= 0 ? f.pc - c->modules.items[f.module].bias : 0;
+    s.native(path, f.symbol, offset, classify_native(path, f.symbol).id);
   }
-  const char* python[2 * kSignaturePythonFrames];
-  int npython = 0;
-  for (int i = 0; py && i < py->nframes && npython < kSignaturePythonFrames; ++i, ++npython) {
+  const PyThread* py = t ? python_thread_for(*c, t->tid) : nullptr;
+  for (int i = 0; py && i < py->nframes && s.wants_python(); ++i) {
     const PyFrame& f = py->frames[i];
-    const Origin& o = classify_python(f.file, f.function);
-    python[2 * npython] = signature_python_file(f.file, o.id, o.generated);
-    python[2 * npython + 1] = f.function;
+    s.python(f.file, f.function, classify_python(f.file, f.function).id);
   }
-  SignatureInput in = {si ? si->name : "?",
-                       c->category,
-                       c->kind == CaptureKind::kTerminate ? g_terminate.type : nullptr,
-                       native,
-                       nnative,
-                       python,
-                       npython};
-  crash_signature(in, c->signature);
+  s.finish(c->signature);
 }
 
 }  // namespace

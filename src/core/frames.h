@@ -43,9 +43,9 @@ struct PyFrame {
   int line;
   bool entry;            // first frame of a C-level call into the interpreter
   uintptr_t frame_addr;  // interpreter frame address (for interleaving)
-  // 3.12+: on an entry frame, the address of the C-stack shim frame its eval
-  // call pushed (it lives in that _PyEval_EvalFrameDefault's native frame);
-  // 0 where the version has none.
+  // On an entry frame, an address its eval call keeps on the C stack, inside
+  // that _PyEval_EvalFrameDefault's native frame: the shim frame it pushed
+  // (3.12+) or its _PyCFrame (3.11); 0 where there is none.
   uintptr_t entry_shim;
 };
 

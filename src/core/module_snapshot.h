@@ -20,8 +20,9 @@ namespace faultline::core {
 
 // Install time and after dlopen/dlclose (not signal-safe: takes the
 // loader's lock through dl_iterate_phdr, and a mutex). Cheap when nothing
-// changed: modules already known are reused.
-void module_snapshot_refresh();
+// changed: modules already known are reused. True when modules were loaded
+// or unloaded since the last call.
+bool module_snapshot_refresh();
 
 // Around fork (install time, src/install): the fork waits for a refresh in
 // another thread to finish, so the child never inherits the snapshot's lock,

@@ -1,6 +1,6 @@
 #include "core/signature.h"
 
-#include "core/classify.h"
+#include "core/str.h"
 
 namespace faultline::core {
 
@@ -38,6 +38,14 @@ bool is_raise_symbol(const char* sym) {
   return false;
 }
 
+bool contains(const char* s, const char* needle) {
+  return s && str_find(s, str_len(s), needle) != nullptr;
+}
+
+bool starts_with(const char* s, const char* prefix) {
+  return s && str_starts_with(s, prefix);
+}
+
 }  // namespace
 
 bool signature_skips_native(const char* module_path, const char* symbol, bool sent_by_process) {
@@ -46,17 +54,46 @@ bool signature_skips_native(const char* module_path, const char* symbol, bool se
   return str_starts_with(path_basename(module_path), "libc.so") && !symbol;
 }
 
-void signature_native_field(char* out, size_t cap, const char* module_path, const char* symbol,
-                            uint64_t module_offset, const char* origin_id, bool generated) {
-  StrBuf b(out, cap);
-  if (generated) {
+bool signature_frame_generated(const char* origin_id, bool python, const char* where,
+                               const char* what) {
+  if (!origin_id) return false;
+  if (!python) {
+    // Inductor's compiled kernels; Triton's kernels and launchers, not the
+    // Triton compiler (libtriton) unless the symbol is a kernel's.
+    if (str_eq(origin_id, "inductor")) return true;
+    if (str_eq(origin_id, "triton")) {
+      return !(where && str_starts_with(path_basename(where), "libtriton")) ||
+             starts_with(what, "triton_");
+    }
+    return false;
+  }
+  // FX graph code, Dynamo's resume functions, Inductor's output code (every
+  // Inductor frame outside the torch/_inductor package).
+  if (str_eq(origin_id, "fx")) return starts_with(where, "<eval_with_key>");
+  if (str_eq(origin_id, "dynamo")) return contains(what, "torch_dynamo_resume_in_");
+  if (str_eq(origin_id, "inductor")) return !contains(where, "/torch/_inductor/");
+  return false;
+}
+
+SignatureBuilder::SignatureBuilder(const char* signal, const char* category,
+                                   const char* exception_type, bool sent_by_process)
+    : signal_(signal),
+      category_(category),
+      exception_type_(exception_type),
+      sent_by_process_(sent_by_process) {}
+
+void SignatureBuilder::native(const char* module, const char* symbol, uint64_t module_offset,
+                              const char* origin) {
+  if (!wants_native() || signature_skips_native(module, symbol, sent_by_process_)) return;
+  StrBuf b(native_[nnative_++], kSignatureFieldBytes);
+  if (signature_frame_generated(origin, false, module, symbol)) {
     // Inductor/Triton cache paths carry hashes: the origin and the symbol
     // identify the frame across runs, the path does not.
-    b.add(origin_id).add("!").add(symbol ? symbol : "?");
-  } else if (!module_path) {
+    b.add(origin).add("!").add(symbol ? symbol : "?");
+  } else if (!module) {
     b.add("?");  // never an absolute address
   } else {
-    b.add(path_basename(module_path));
+    b.add(path_basename(module));
     if (symbol) {
       b.add("!").add(symbol);
     } else {
@@ -65,35 +102,22 @@ void signature_native_field(char* out, size_t cap, const char* module_path, cons
   }
 }
 
-const char* signature_python_file(const char* file, const char* origin_id, bool generated) {
-  return generated ? origin_id : path_basename(file);
+void SignatureBuilder::python(const char* file, const char* function, const char* origin) {
+  if (!wants_python()) return;
+  // <eval_with_key>.N counters and hashed cache paths: the origin stands for the file.
+  bool generated = signature_frame_generated(origin, true, file, function);
+  python_[2 * npython_] = generated ? origin : (file ? path_basename(file) : nullptr);
+  python_[2 * npython_ + 1] = function;
+  ++npython_;
 }
 
-bool origin_is_generated(const char* origin_id, bool python, const char* where, const char* what) {
-  int n = 0;
-  const OriginRule* rules = origin_rules(&n);
-  bool some = false, all = true;
-  for (int i = 0; origin_id && i < n; ++i) {
-    if (!str_eq(rules[i].origin.id, origin_id)) continue;
-    some = some || rules[i].origin.generated;
-    all = all && rules[i].origin.generated;
-  }
-  if (!some) return false;
-  if (all) return true;
-  const Origin& o = python ? classify_python(where, what) : classify_native(where, what);
-  return str_eq(o.id, origin_id) && o.generated;
-}
-
-void crash_signature(const SignatureInput& in, char* out) {
+void SignatureBuilder::finish(char* out) const {
   SignatureHash h;
-  h.field(in.signal);
-  h.field(in.category);
-  if (in.exception_type) h.field(in.exception_type);
-  for (int i = 0; i < in.nnative && i < kSignatureNativeFrames; ++i) h.field(in.native[i]);
-  for (int i = 0; i < in.npython && i < kSignaturePythonFrames; ++i) {
-    h.field(in.python[2 * i]);
-    h.field(in.python[2 * i + 1]);
-  }
+  h.field(signal_);
+  h.field(category_);
+  if (exception_type_) h.field(exception_type_);
+  for (int i = 0; i < nnative_; ++i) h.field(native_[i]);
+  for (int i = 0; i < 2 * npython_; ++i) h.field(python_[i]);
   h.finish(out);
 }
 

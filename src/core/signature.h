@@ -1,20 +1,27 @@
 // The crash signature: 16 hex digits that group reports of one bug. Written
 // by the crash path into diagnosis.signature and recomputed by the offline
-// side (src/report/triage.cpp) for reports without one, with these same
-// functions. doc/report-format.md ("Crash signature") specifies the
-// algorithm and gives test vectors. Pure functions; async-signal-safe.
+// side (src/report/triage.cpp) for reports without one, with this same
+// SignatureBuilder. doc/report-format.md ("Crash signature") specifies the
+// algorithm and gives test vectors, which test/unit/signature_test.cpp runs
+// through this code and test/cli/test_signature.py through an independent
+// implementation of the text. Pure functions; async-signal-safe.
+//
+//   SignatureBuilder s("SIGSEGV", "null-deref", nullptr, false);
+//   s.native("/usr/bin/app", "crash", 0x1139, "native");   // innermost first
+//   s.python("/srv/job.py", "step", "python");
+//   char out[kSignatureBytes];
+//   s.finish(out);                                         // "3a19a9a3fa7ffaff"
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/str.h"
-
 namespace faultline::core {
 
-constexpr int kSignatureNativeFrames = 6;  // native frames hashed
-constexpr int kSignaturePythonFrames = 4;  // Python frames hashed
-constexpr size_t kSignatureBytes = 17;     // 16 hex digits and a NUL
+constexpr int kSignatureNativeFrames = 6;     // native frames hashed
+constexpr int kSignaturePythonFrames = 4;     // Python frames hashed
+constexpr size_t kSignatureFieldBytes = 256;  // a native field is cut to 255 bytes
+constexpr size_t kSignatureBytes = 17;        // 16 hex digits and a NUL
 
 // 64-bit FNV-1a over fields; each field's bytes are followed by one 0xff
 // byte. finish() writes the hash's 8 bytes least significant first, as hex.
@@ -32,40 +39,45 @@ class SignatureHash {
 // process, a frame of libc.so* without a symbol (stripped libc hides them).
 bool signature_skips_native(const char* module_path, const char* symbol, bool sent_by_process);
 
-// A native frame as a field (at most cap - 1 bytes, in out):
-//   generated code (origin says so)  "<origin id>!<symbol or ?>"
-//   outside every module             "?"
-//   otherwise                        "<module basename>!<symbol>", or without a
-//                                    symbol "<module basename>+0x<offset>"
-// module_offset is pc minus the module's load bias.
-void signature_native_field(char* out, size_t cap, const char* module_path, const char* symbol,
-                            uint64_t module_offset, const char* origin_id, bool generated);
+// Whether a frame is generated code whose file or module name carries hashes
+// or counters, decided from what a report records: the frame's origin id and
+// its module path and symbol (native) or file and function (Python). Agrees
+// with the origin table's `generated` (test/torch/classify_test.cpp checks
+// every case of the table).
+bool signature_frame_generated(const char* origin_id, bool python, const char* where,
+                               const char* what);
 
-// A Python frame's file field: the origin id for generated code (FX's
-// <eval_with_key>.N, hashed cache paths), else the file's basename.
-const char* signature_python_file(const char* file, const char* origin_id, bool generated);
+// Collects the frames of the crashed thread, innermost first, and hashes
+// what the signature uses. Strings given to python() must live until
+// finish(); native frames are copied.
+class SignatureBuilder {
+ public:
+  // signal: "SIGSEGV" ("?" when unknown); exception_type: for an uncaught
+  // C++ exception (may be ""), else nullptr; sent_by_process: si_code <= 0.
+  SignatureBuilder(const char* signal, const char* category, const char* exception_type,
+                   bool sent_by_process);
 
-// Whether a frame the crash path classified as origin_id is generated code
-// (the origin table's `generated`), for the offline side, which has the id
-// from the report: when every rule of that id agrees, the id decides; when
-// they differ (a Dynamo resume function is generated, the rest of Dynamo is
-// not), the frame is classified again (where: module path or file; what:
-// symbol or function).
-bool origin_is_generated(const char* origin_id, bool python, const char* where, const char* what);
+  // module: path, nullptr outside every module; symbol: raw, nullptr if none;
+  // module_offset: pc minus the module's load bias; origin: the frame's origin id.
+  void native(const char* module, const char* symbol, uint64_t module_offset, const char* origin);
+  void python(const char* file, const char* function, const char* origin);
 
-struct SignatureInput {
-  const char* signal;          // "SIGSEGV" ("?" when unknown)
-  const char* category;        // diagnosis.category
-  const char* exception_type;  // for an uncaught C++ exception (may be ""), else nullptr
-  const char* const* native;   // native frame fields, innermost first, raise path skipped
-  int nnative;
-  const char* const* python;  // Python frames: file field, function (co_name), ...
-  int npython;                // frames (not fields)
+  // Whether more frames of a kind would still be used.
+  bool wants_native() const { return nnative_ < kSignatureNativeFrames; }
+  bool wants_python() const { return npython_ < kSignaturePythonFrames; }
+
+  void finish(char* out) const;  // out: kSignatureBytes
+
+ private:
+  const char* signal_;
+  const char* category_;
+  const char* exception_type_;
+  bool sent_by_process_;
+  char native_[kSignatureNativeFrames][kSignatureFieldBytes];
+  int nnative_ = 0;
+  const char* python_[2 * kSignaturePythonFrames];  // file field, function, ...
+  int npython_ = 0;
 };
-
-// The signature of a crash (out: kSignatureBytes). Uses the first
-// kSignatureNativeFrames native and kSignaturePythonFrames Python frames.
-void crash_signature(const SignatureInput& in, char* out);
 
 // The signature of a live dump: every dump of a process groups together.
 void dump_signature(char* out);

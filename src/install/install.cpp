@@ -1,6 +1,7 @@
 // Install time: configuration, preparation and the handlers. Runs in normal
 // program context (the preload constructor or faultline_install()), so it may
 // use getenv and the like; none of it is reachable from the handler.
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -335,20 +336,27 @@ int faultline_install(const faultline_options* opts) {
   if (const char* u = secure_getenv("FAULTLINE_UNWINDER"); u && *u && !unwinder_choose(u))
     warn_bad("FAULTLINE_UNWINDER", u, "expected cfi or libunwind");
   module_snapshot_refresh();
-  {
+  if (dlsym(RTLD_DEFAULT, "_PyRuntime")) {
     // The interpreter is looked for in the snapshot just made, not in a
     // second walk of the link map through the SafeReader.
     Arena scratch{};
     ModuleTable table = {};
     CfiModules cfi = {};
-    table.capacity = 1024;
-    if (scratch.init(1u << 20) && (table.items = scratch.alloc_array<Module>(1024)) &&
+    int n = module_snapshot_count() + 16;
+    table.capacity = n;
+    if (scratch.init(1u << 20) && (table.items = scratch.alloc_array<Module>(n)) &&
         module_snapshot_use(&table, &cfi, &scratch)) {
       python_init(&table);
     } else {
       python_init(nullptr);
     }
     scratch.release();
+  } else {
+    // No exported CPython runtime (every CPython build exports it): no
+    // interpreter to look for in a C program. One loaded later, or hidden
+    // in a local scope, is found at crash time.
+    ModuleTable none = {};
+    python_init(&none);
   }
   classify_init();
   torchelastic_init();

@@ -230,9 +230,9 @@ void module_snapshot_after_fork() {
   __atomic_store_n(&snapshot::g_readers, 0, __ATOMIC_SEQ_CST);
 }
 
-void module_snapshot_refresh() {
+bool module_snapshot_refresh() {
   static Walk walk;  // big: not on the stack of whatever thread called dlopen
-  if (g_fork_child) return;
+  if (g_fork_child) return false;
   // The lock first, then the loader's (inside dl_iterate_phdr): a fork waits
   // for the lock (module_snapshot_before_fork), so it never happens while
   // this thread holds the loader's lock, which glibc does not reset in the
@@ -244,14 +244,14 @@ void module_snapshot_refresh() {
   if (g_refreshed && now.adds == g_adds && now.subs == g_subs) {
     __atomic_store_n(&g_refresher, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_mutex);  // nothing loaded or unloaded since
-    return;
+    return false;
   }
   int pub = __atomic_load_n(&snapshot::g_published, __ATOMIC_SEQ_CST);
   int target = pub == 0 ? 1 : 0;
   if (__atomic_load_n(&snapshot::g_readers, __ATOMIC_SEQ_CST) > 0) {
     __atomic_store_n(&g_refresher, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_mutex);  // a crash is reading: leave both buffers alone
-    return;
+    return true;
   }
   Buffer* b = &snapshot::g_buffers[target];
   b->count = 0;
@@ -292,6 +292,7 @@ void module_snapshot_refresh() {
   g_refreshed = now.adds != ~0ull;
   __atomic_store_n(&g_refresher, 0, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&g_mutex);
+  return true;
 }
 
 }  // namespace faultline::core

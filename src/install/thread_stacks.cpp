@@ -10,6 +10,7 @@
 
 #include "core/crash.h"
 #include "core/module_snapshot.h"
+#include "install/terminate.h"
 
 namespace faultline::core {
 
@@ -120,7 +121,10 @@ extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* 
   if (!real) return EAGAIN;
   // Modules loaded since the last snapshot (a Python job imports its
   // extensions, then starts its worker threads): cheap when none were.
-  if (faultline::core::g_crash.installed) faultline::core::module_snapshot_refresh();
+  // A C++ runtime among them gets the terminate hook.
+  if (faultline::core::g_crash.installed && faultline::core::module_snapshot_refresh()) {
+    faultline::core::install_terminate_handler();
+  }
   if (!faultline::core::g_enabled) return real(thread, attr, fn, arg);
   Start* start = static_cast<Start*>(malloc(sizeof(Start)));
   if (!start) return real(thread, attr, fn, arg);

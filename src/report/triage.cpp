@@ -44,43 +44,20 @@ std::string compute_signature(const Report& r) {
     if (e != r.raw.end() && e->is_object()) exception_type = string_field(*e, "type");
   }
   bool sent_by_process = r.signal.code && *r.signal.code <= 0;  // SI_USER, SI_TKILL, ...
-  std::vector<std::string> native;
-  std::vector<std::string> python;  // file field, function, ...
+  core::SignatureBuilder s(signal.c_str(), r.diagnosis.category.c_str(),
+                           r.kind == "terminate" ? exception_type.c_str() : nullptr,
+                           sent_by_process);
   const Thread* t = r.crashed_thread();
   for (size_t i = 0; t && i < t->frames.size(); ++i) {
     const Frame& f = t->frames[i];
-    bool generated = f.is_python()
-                         ? core::origin_is_generated(f.origin.c_str(), true, or_null(f.file),
-                                                     or_null(f.function))
-                         : core::origin_is_generated(f.origin.c_str(), false, or_null(f.module),
-                                                     or_null(f.symbol));
     if (f.is_python()) {
-      if (python.size() >= 2 * core::kSignaturePythonFrames) continue;
-      const char* file = core::signature_python_file(f.file.c_str(), f.origin.c_str(), generated);
-      python.emplace_back(file ? file : "");
-      python.push_back(f.function);
-      continue;
+      s.python(or_null(f.file), f.function.c_str(), f.origin.c_str());
+    } else {
+      uint64_t offset = std::strtoull(f.module_offset.c_str(), nullptr, 16);
+      s.native(or_null(f.module), or_null(f.symbol), offset, f.origin.c_str());
     }
-    if (native.size() >= static_cast<size_t>(core::kSignatureNativeFrames)) continue;
-    if (core::signature_skips_native(or_null(f.module), or_null(f.symbol), sent_by_process))
-      continue;
-    char field[256];
-    uint64_t offset = std::strtoull(f.module_offset.c_str(), nullptr, 16);
-    core::signature_native_field(field, sizeof field, or_null(f.module), or_null(f.symbol), offset,
-                                 f.origin.c_str(), generated);
-    native.emplace_back(field);
   }
-  std::vector<const char*> native_ptrs, python_ptrs;
-  for (const std::string& s : native) native_ptrs.push_back(s.c_str());
-  for (const std::string& s : python) python_ptrs.push_back(s.c_str());
-  core::SignatureInput in = {signal.c_str(),
-                             r.diagnosis.category.c_str(),
-                             r.kind == "terminate" ? exception_type.c_str() : nullptr,
-                             native_ptrs.data(),
-                             static_cast<int>(native_ptrs.size()),
-                             python_ptrs.data(),
-                             static_cast<int>(python_ptrs.size() / 2)};
-  core::crash_signature(in, out);
+  s.finish(out);
   return out;
 }
 

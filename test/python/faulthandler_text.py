@@ -7,7 +7,8 @@ import re
 MAX_FRAME_DEPTH = 100
 MAX_STRING_LENGTH = 500
 
-_HEADER = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):$")
+# 3.14 adds the thread's name: "Thread 0x... [name] (most recent call first):".
+_HEADER = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+)(?: \[.*\])? \(most recent call first\):$")
 _FRAME = re.compile(r'^  File "(.*)", line (\d+|\?\?\?) in (.*)$')
 
 

@@ -9,6 +9,8 @@
 #include <set>
 #include <string>
 
+#include "core/signature.h"
+
 using namespace faultline::core;
 
 namespace {
@@ -172,6 +174,9 @@ void check_cases(const Case (&cases)[N], bool python) {
       CHECK(r == nullptr);
     }
     CHECK(std::string(o.id) == k.origin);
+    // The crash signature decides "generated" from the origin id and the
+    // frame alone (what a report records); it must agree with the table.
+    CHECK(signature_frame_generated(o.id, python, k.where, k.what) == o.generated);
   }
 }
 
@@ -196,6 +201,9 @@ TEST_CASE("cache directories moved by TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_D
   CHECK(std::string(classify_native(so, "_launch").id) == "triton");
   CHECK(std::string(classify_native("/scratch/ind/xy/cxy.so", "kernel").layer) ==
         std::string("an Inductor-generated C++ kernel"));
+  // A report does not say where the caches were; the origin id it records is enough.
+  CHECK(signature_frame_generated(classify_python(out, "call").id, true, out, "call"));
+  CHECK(signature_frame_generated(classify_native(so, "_launch").id, false, so, "_launch"));
   // A sibling directory that merely shares the prefix is not the cache.
   CHECK(std::string(classify_python("/scratch/ind2/x.py", "f").id) == "python");
   classify_set_cache_dirs(nullptr, nullptr);

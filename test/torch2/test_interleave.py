@@ -2,13 +2,22 @@
 frames that run Python code are python3.14+0x...): native and Python frames
 are still merged in call order, from the entry frames each eval call keeps
 on the C stack. C -> Python -> C -> Python through ctypes callbacks, on the
-crashed thread and on a thread waiting in Python."""
+crashed thread and on a thread waiting in Python; and, checked against gdb on
+the core file and faulthandler (test/python/interleave_oracle.py, as on the
+other interpreters), C -> Python -> C -> Python -> C on two threads through
+ctypes and through an embedding program built against the root's 3.14."""
 import os
 import subprocess
+import sys
 
 import rootrun
 
 import fltest
+
+sys.path.insert(0, os.path.join(fltest.SOURCE, "test", "python"))
+import interleave_oracle as oracle  # noqa: E402
+
+ROOT = os.environ.get("FAULTLINE_TORCH_ROOT", "/var/cache/faultline/sid-root")
 
 JOB = """
 import ctypes, sys, threading
@@ -76,3 +85,41 @@ def test_crashed_and_waiting_threads_are_interleaved(tmp_path):
     assert first_py > 0 and "python" not in kinds[:first_py]
     names = [f["function"] for f in w["frames"] if f["kind"] == "python"]
     assert names[:2] == ["wait", "wait"] and "waiter" in names, names
+
+
+def check_against_oracles(r, exe_inside, workdir, job, nameless):
+    assert r.signal == 11, (r.returncode, r.stderr)
+    rep = fltest.validate(r.report)
+    assert rep["python"]["version"].startswith("3.14"), rep["python"]
+    if nameless:
+        # The interpreter has no symbol for its eval loop: the merge rests on
+        # the entry frames alone.
+        assert not any((f.get("symbol") or "").startswith(oracle.EVAL) for t in rep["threads"] for f in t["frames"])
+    exe = exe_inside if exe_inside.startswith(str(workdir)) else ROOT + exe_inside
+    core = oracle.find_core(str(workdir))
+    gdb = oracle.gdb_threads(exe, core, str(workdir), sysroot=ROOT,
+                             solib_dirs=[os.path.dirname(fltest.LIB), str(workdir)])
+    os.remove(core)
+    oracle.check(rep, r.stderr, gdb, job, eval_module="/python3.14" if nameless else None)
+
+
+def test_ctypes_chains_against_gdb_and_faulthandler(tmp_path):
+    lib = str(tmp_path / "libflcb.so")
+    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-shared", "-fPIC", "-o", lib,
+                    oracle.CALLBACK_LIB_SRC], check=True)
+    (tmp_path / "job.py").write_text(oracle.CTYPES_JOB)
+    r = rootrun.run(oracle.with_core(["python3", str(tmp_path / "job.py"), lib]), tmp_path)
+    check_against_oracles(r, r.report["process"]["executable"] if r.reports else "", tmp_path, "ctypes", True)
+
+
+def test_embedding_program_against_gdb_and_faulthandler(tmp_path):
+    exe = str(tmp_path / "embed")
+    src = str(tmp_path / "embed_nested.c")
+    with open(oracle.EMBED_SRC) as f:
+        (tmp_path / "embed_nested.c").write_text(f.read())
+    b = rootrun.run(["sh", "-c", 'gcc -O1 -g -fno-omit-frame-pointer -o "$0" "$1" $(python3-config --embed --cflags --ldflags)',
+                     exe, src], tmp_path, preload=False)
+    assert b.returncode == 0, b.stderr
+    (tmp_path / "job.py").write_text(oracle.EMBED_JOB)
+    r = rootrun.run(oracle.with_core([exe, "job.py"]), tmp_path)
+    check_against_oracles(r, exe, tmp_path, "embed", False)

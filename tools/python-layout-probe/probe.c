@@ -62,12 +62,15 @@ int main(void) {
 #if PY_VERSION_HEX >= 0x030D0000
   P("ts.frame", offsetof(PyThreadState, current_frame));
   NONE("cframe.current_frame");
+  NONE("cframe.previous");
 #elif PY_VERSION_HEX >= 0x030B0000
   P("ts.frame", offsetof(PyThreadState, cframe));
   P("cframe.current_frame", offsetof(_PyCFrame, current_frame));
+  P("cframe.previous", offsetof(_PyCFrame, previous));
 #else
   P("ts.frame", offsetof(PyThreadState, frame));
   NONE("cframe.current_frame");
+  NONE("cframe.previous");
 #endif
 #if PY_VERSION_HEX >= 0x030B0000
   P("fr.previous", offsetof(_PyInterpreterFrame, previous));

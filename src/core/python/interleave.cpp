@@ -6,17 +6,17 @@
 // shim in 3.12+). Innermost first, the merged stack is: native frames down to
 // the first eval frame, that eval frame's Python run, the eval frame itself,
 // and so on. The merge is proven when the runs and the eval frames pair up
-// one to one and, where the version puts the shim frame on the C stack
-// (3.12+), each shim lies inside the stack frame of the eval frame it is
-// paired with.
+// one to one and, where the walker found the address each eval call keeps
+// on the C stack (the shim frame in 3.12+, the _PyCFrame in 3.11: the
+// run's entry_shim), each lies inside the stack frame of the eval frame it
+// is paired with.
 //
 // Where the eval loop has no symbol (an interpreter without .symtab whose
 // eval loop is split into hot and cold parts: its frames are module+offset
-// outside the exported range), 3.12+ still says which native frame ran each
-// run: the shim frame the eval call pushed lives on the C stack, inside the
-// stack frame of that call. Each run goes before the native frame whose
-// stack range holds its shim; the runs' frames must follow each other
-// inward to outward. Otherwise -1: the report keeps both lists.
+// outside the exported range), those addresses still say which native frame
+// ran each run: each run goes before the native frame whose stack range
+// holds its entry_shim; the runs' frames must follow each other inward to
+// outward. Otherwise -1: the report keeps both lists.
 #include "core/python.h"
 #include "core/str.h"
 
@@ -40,7 +40,7 @@ int frame_holding(const ThreadCapture& native, uintptr_t addr, int from) {
   return -1;
 }
 
-// The merge by shim addresses alone (3.12+); -1 when a run has none or it
+// The merge by entry_shim addresses alone (3.11+); -1 when a run has none or it
 // lies in no native frame after the previous run's.
 int interleave_by_shim(const ThreadCapture& native, const PyThread& py, FrameRef* out, int cap) {
   int n = 0, next_py = 0, next_native = 0;

@@ -13,7 +13,7 @@ constexpr PyLayout kLayouts[] = {
     {9,
      32, 368, 360,           // runtime: interpreters.head, ceval.gil.locked, .last_holder
      0, 8, -1, -1, -1,       // interp: next, tstate_head, ceval.gil, gil.locked, gil.last_holder
-     8, 16, 176, -1, 24, -1, // tstate: next, interp, thread_id, native_thread_id, frame, cframe.current_frame
+     8, 16, 176, -1, 24, -1, -1, // tstate: next, interp, thread_id, native_thread_id, frame, cframe.current_frame, .previous
      24, 32, 104, -1, -1,    // frame: f_back, f_code, f_lasti, is_entry, owner
      104, 112, -1, 40, 120, -1,  // code: filename, name, qualname, firstlineno, lnotab, code_adaptive
      8, 16, 32,              // ob_type, bytes ob_size, ob_sval
@@ -23,7 +23,7 @@ constexpr PyLayout kLayouts[] = {
     {10,
      32, 368, 360,
      0, 8, -1, -1, -1,
-     8, 16, 176, -1, 24, -1,
+     8, 16, 176, -1, 24, -1, -1,
      24, 32, 96, -1, -1,
      104, 112, -1, 40, 120, -1,
      8, 16, 32,
@@ -34,7 +34,7 @@ constexpr PyLayout kLayouts[] = {
     {11,
      40, 376, 368,
      0, 16, -1, -1, -1,
-     8, 16, 152, 160, 56, 8,
+     8, 16, 152, 160, 56, 8, 16,
      48, 32, 56, 68, 69,
      112, 120, 128, 72, 136, 184,
      8, 16, 32,
@@ -45,7 +45,7 @@ constexpr PyLayout kLayouts[] = {
     {12,
      40, -1, -1,
      0, 72, 384, 16, 8,
-     8, 16, 136, 144, 56, 0,
+     8, 16, 136, 144, 56, 0, 8,
      8, 0, 56, -1, 70,
      112, 120, 128, 68, 136, 192,
      8, 16, 32,
@@ -191,6 +191,7 @@ const char* layout_from_debug_offsets(const uint8_t* image, size_t image_len, Py
   l.ts_native_thread_id = checked_offset(image, p->ts_native_thread_id, ts, 8);
   l.ts_frame = checked_offset(image, p->ts_current_frame, ts, 8);
   l.cframe_current_frame = -1;
+  l.cframe_previous = -1;
   l.fr_previous = checked_offset(image, p->fr_previous, fr, 8);
   l.fr_code = checked_offset(image, p->fr_executable, fr, 8);
   l.fr_instr = checked_offset(image, p->fr_instr_ptr, fr, 8);
@@ -270,6 +271,7 @@ void for_each_layout_field(const PyLayout& l, void (*fn)(const char*, long, void
       {"ts.native_thread_id", &PyLayout::ts_native_thread_id},
       {"ts.frame", &PyLayout::ts_frame},
       {"cframe.current_frame", &PyLayout::cframe_current_frame},
+      {"cframe.previous", &PyLayout::cframe_previous},
       {"fr.previous", &PyLayout::fr_previous},
       {"fr.code", &PyLayout::fr_code},
       {"fr.instr", &PyLayout::fr_instr},

@@ -51,6 +51,7 @@ struct PyLayout {
   int ts_native_thread_id;   // kernel tid (3.11+)
   int ts_frame;              // 3.9/3.10: frame; 3.11/3.12: cframe; 3.13+: current_frame
   int cframe_current_frame;  // _PyCFrame.current_frame (3.11/3.12)
+  int cframe_previous;       // _PyCFrame.previous (3.11/3.12)
   // PyFrameObject (3.9/3.10) or _PyInterpreterFrame (3.11+)
   int fr_previous;
   int fr_code;

@@ -52,7 +52,7 @@ void format_version(Runtime* rt, int minor) {
   if (level == 0xc) b.add("rc").add_dec(v & 0xf);
 }
 
-const char* layout_for_module(const Module& m, uintptr_t runtime, Runtime* rt) {
+const char* layout_for_module(const Module& m, SymbolLookup* syms, uintptr_t runtime, Runtime* rt) {
   // 3.13+: the runtime describes itself.
   uint8_t image[kDebugOffsetsMaxBytes];
   bool have_image = safe_read(image, runtime, sizeof image);
@@ -66,7 +66,7 @@ const char* layout_for_module(const Module& m, uintptr_t runtime, Runtime* rt) {
   }
   // 3.11+ export Py_Version (PY_VERSION_HEX); older ones say it in the name.
   int minor = -1;
-  uintptr_t pv = lookup_symbol_address(m, "Py_Version");
+  uintptr_t pv = syms->find("Py_Version");
   uint64_t hex = 0;
   if (pv && safe_read_obj(&hex, pv) && (hex >> 24) == 3) {
     rt->hexversion = static_cast<uint32_t>(hex);
@@ -85,22 +85,29 @@ const char* layout_for_module(const Module& m, uintptr_t runtime, Runtime* rt) {
 
 }  // namespace
 
-const char* locate_runtime(const ModuleTable& modules, Runtime* rt) {
+const char* locate_runtime(const ModuleTable& modules, Runtime* rt, bool exported_only) {
   rt->found = false;
   for (int i = 0; i < modules.count; ++i) {
     const Module& m = modules.items[i];
     if (!may_define_runtime(m)) continue;
-    uintptr_t addr = lookup_symbol_address(m, "_PyRuntime");
-    if (!addr) continue;
-    const char* why = layout_for_module(m, addr, rt);
-    if (why) return why;
-    rt->address = addr;
-    rt->module_base = m.base;
-    rt->code_type = lookup_symbol_address(m, "PyCode_Type");
-    rt->bytes_type = lookup_symbol_address(m, "PyBytes_Type");
-    rt->unicode_type = lookup_symbol_address(m, "PyUnicode_Type");
-    rt->found = true;
-    return nullptr;
+    SymbolLookup syms;
+    if (!syms.open(m, exported_only)) continue;
+    uintptr_t addr = syms.find("_PyRuntime");
+    if (!addr) {
+      syms.close();
+      continue;
+    }
+    const char* why = layout_for_module(m, &syms, addr, rt);
+    if (!why) {
+      rt->address = addr;
+      rt->module_base = m.base;
+      rt->code_type = syms.find("PyCode_Type");
+      rt->bytes_type = syms.find("PyBytes_Type");
+      rt->unicode_type = syms.find("PyUnicode_Type");
+      rt->found = true;
+    }
+    syms.close();
+    return why;
   }
   return kNoRuntime;
 }

@@ -201,6 +201,34 @@ bool first_frame(const PyLayout& l, uintptr_t tstate, uintptr_t* frame) {
   return true;
 }
 
+// 3.11: each eval call keeps its _PyCFrame on the C stack (a local of
+// _PyEval_EvalFrameDefault) and links it to the caller's (cframe.previous);
+// its current_frame is the innermost frame of the frames that call runs. The
+// k-th cframe from tstate->cframe therefore belongs to the k-th run of the
+// walked frames (innermost first): its address becomes that run's entry
+// address, checked by its current_frame being the run's first frame. The
+// chain ends at the thread state's root cframe (not on the stack), which
+// runs no frames. Stops at the first mismatch, leaving the rest unmarked.
+void mark_cframes(const PyLayout& l, uintptr_t tstate, PyThread* py) {
+  if (l.cframe_previous < 0 || l.cframe_current_frame < 0 || l.fr_is_entry < 0) return;
+  if (py->nframes != py->frames_total) return;
+  uint64_t cframe = 0;
+  if (!read_u64(tstate + static_cast<uintptr_t>(l.ts_frame), &cframe)) return;
+  int first = 0;  // first frame of the current run
+  for (int i = 0; i < py->nframes && cframe != 0; ++i) {
+    if (!py->frames[i].entry) continue;
+    uint64_t current = 0, previous = 0;
+    if (!read_u64(cframe + static_cast<uintptr_t>(l.cframe_current_frame), &current) ||
+        !read_u64(cframe + static_cast<uintptr_t>(l.cframe_previous), &previous) ||
+        current != py->frames[first].frame_addr) {
+      return;
+    }
+    py->frames[i].entry_shim = cframe;
+    cframe = previous;
+    first = i + 1;
+  }
+}
+
 // Walks one thread's frames into py (frames innermost first).
 // The part of an interpreter frame the walker reads (every field it uses
 // lies in the first 128 bytes for 3.9-3.14).
@@ -292,6 +320,7 @@ void walk_frames(Walk* w, uintptr_t tstate, PyThread* py, int max_frames) {
     }
     frame = previous;
   }
+  mark_cframes(l, tstate, py);
 }
 
 // The thread state holding the GIL, 0 if none or unknown.
@@ -362,7 +391,9 @@ void python_init(const ModuleTable* modules_or_null) {
     modules = &table;
   }
   Runtime rt = {};
-  if (python::locate_runtime(*modules, &rt) == nullptr) {
+  // Exported symbols only: a runtime found no other way is looked for
+  // again at crash time, in full.
+  if (python::locate_runtime(*modules, &rt, true) == nullptr) {
     g_install.runtime = rt;
     g_install.have_runtime = true;
   }

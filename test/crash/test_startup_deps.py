@@ -1,0 +1,47 @@
+"""What the preload brings into a process: no C++ runtime into a C program,
+and the std::terminate hook still installed in a C++ runtime loaded late."""
+import os
+import signal
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
+import fltest  # noqa: E402
+
+LATECXX = fltest.program("latecxx")
+LATECXX_LIB = fltest.program("liblatecxx_lib.so")
+
+
+def test_library_needs_no_cxx_runtime():
+    out = subprocess.run(["readelf", "-d", os.environ["FAULTLINE_LIB"]], capture_output=True,
+                         text=True, check=True).stdout
+    needed = [line for line in out.splitlines() if "(NEEDED)" in line]
+    assert needed and not any("libstdc++" in line or "libgcc_s" in line for line in needed), needed
+
+
+def test_c_program_maps_no_cxx_runtime():
+    # A C program under the preload: cat reading its own maps.
+    r = fltest.run(["/bin/cat", "/proc/self/maps"])
+    assert r.returncode == 0
+    assert "libfaultline" in r.stdout  # the preload is there...
+    assert "libstdc++" not in r.stdout  # ...and brought no C++ runtime
+
+
+def test_terminate_in_cxx_runtime_loaded_late():
+    r = fltest.run([LATECXX, LATECXX_LIB, "thread"])
+    assert r.returncode == -signal.SIGABRT, r.stderr
+    rep = fltest.validate(r.report)
+    assert rep["kind"] == "terminate"
+    assert rep["exception"]["type"] == "St13runtime_error"
+    assert rep["exception"]["message"] == "thrown by a library loaded late"
+    syms = fltest.native_symbols(fltest.crashed_thread(rep))
+    assert "throw_late" in syms
+
+
+def test_abort_reported_when_cxx_runtime_loaded_after_last_thread_start():
+    # No thread start after the load: no hook, but the abort is reported.
+    r = fltest.run([LATECXX, LATECXX_LIB])
+    assert r.returncode == -signal.SIGABRT, r.stderr
+    rep = fltest.validate(r.report)
+    assert rep["signal"]["name"] == "SIGABRT"
+    assert "throw_late" in fltest.native_symbols(fltest.crashed_thread(rep))
