@@ -39,12 +39,12 @@ __all__ = ["annotate", "thread_annotate", "breadcrumb", "available", "load", "ve
            "enable", "disable", "is_enabled", "dump_traceback", "dump_traceback_later",
            "cancel_dump_traceback_later", "register", "unregister", "last_report"]
 
-# Limits of the C API (faultline.h): longer strings are cut there; cutting here
-# first keeps a multi-byte character whole.
-_KEY_BYTES = 63
-_VALUE_BYTES = 511
-_THREAD_VALUE_BYTES = 255
-_BREADCRUMB_BYTES = 255
+# Limits of the C API (faultline.h, in _native): longer strings are cut there;
+# cutting here first keeps a multi-byte character whole.
+_KEY_BYTES = _native.KEY_MAX
+_VALUE_BYTES = _native.VALUE_MAX
+_THREAD_VALUE_BYTES = _native.THREAD_VALUE_MAX
+_BREADCRUMB_BYTES = _native.BREADCRUMB_MAX
 
 _lib = None
 
@@ -263,8 +263,7 @@ def _current_options():
     if _options is not None:
         return _options
     global _env_max_threads, _env_dump_signal
-    opts = _native.Options()
-    _lib.faultline_options_init(ctypes.byref(opts))
+    opts = _native.options(_lib)
     _env_max_threads = opts.max_threads
     _env_dump_signal = opts.dump_signal
     return opts

@@ -150,6 +150,7 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
     }
     unwind_cfi_set_modules(cfi);
   });
+  module_snapshot_end_reads();  // a read the phase's fault or watchdog abandoned
 
   ThreadCapture* t = &c->threads[0];
   c->nthreads = 1;
