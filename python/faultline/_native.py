@@ -48,7 +48,7 @@ BREADCRUMBS_MAX = 64
 CALLBACK_VALUE_MAX = 1023
 CALLBACK_PAIRS_MAX = 32
 OPTIONS_SIZE_V1 = 96
-OPTIONS_SIZE_V2 = 112
+OPTIONS_SIZE_V2 = 104
 
 
 class Options(ctypes.Structure):
@@ -72,8 +72,7 @@ class Options(ctypes.Structure):
         ("stay_in_front", ctypes.c_int),
         ("callback", ctypes.c_void_p),
         ("callback_data", ctypes.c_void_p),
-        ("scrub_argv", ctypes.c_int),
-        ("scrub_keys", ctypes.c_char_p),
+        ("minidump", ctypes.c_int),
     ]
 
 

@@ -2,8 +2,8 @@
  * faultline_options (consumer_v0.c, consumer_v1.c, consumer_current.c) and
  * run against the library of this tree by test_abi.py.
  *
- *   consumer crash DIR [ARGS...]  install with report_dir DIR and max_frames 7,
- *                                 then crash 40 calls deep (ARGS: for argv)
+ *   consumer crash DIR   install with report_dir DIR and max_frames 7, then
+ *                        crash 40 calls deep
  * plus the modes of each consumer. Prints what install returned. */
 #ifndef FAULTLINE_TEST_CONSUMER_H_
 #define FAULTLINE_TEST_CONSUMER_H_

@@ -1,5 +1,5 @@
 /* A program built against this tree's faultline.h. Modes besides "crash"
- * (which also sets scrub_argv to 0, a field layout 1 did not have):
+ * (which also sets minidump to 1, a field layout 1 did not have):
  *   bigger zero|set   install a struct 16 bytes bigger than this layout, as a
  *                     newer faultline.h would make, its extra bytes zero or not */
 #include <faultline/faultline.h>
@@ -23,10 +23,10 @@ int main(int argc, char** argv) {
   }
   faultline_options opts;
   faultline_options_init(&opts);
-  if (opts.size != FAULTLINE_OPTIONS_SIZE_V2 || opts.scrub_argv != 1) return 5;
+  if (opts.size != sizeof opts) return 5;
   opts.report_dir = argv[2];
   opts.max_frames = 7;
-  opts.scrub_argv = 0;
+  opts.minidump = 1;
   if (consumer_report("install", faultline_install(&opts)) != 0) return 3;
   return consumer_recurse(40);
 }
