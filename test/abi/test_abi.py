@@ -30,9 +30,9 @@ def crash(layout, tmp_path, env=None):
     # max_frames = 7 took effect: the 40-deep stack is cut there.
     assert len(t["frames"]) == 7 and t["frames_truncated"] and t["frames_total"] > 40
     assert fltest.native_symbols(t)[0] == "consumer_recurse"
-    dumps = glob.glob(os.path.join(d, "*.dmp"))
-    assert len(dumps) == (1 if "minidump" in rep else 0)
-    return "minidump" in rep
+    dumps = [os.path.basename(p) for p in glob.glob(os.path.join(d, "*.dmp"))]
+    assert dumps == ([rep["minidump"]] if rep["minidump"] else [])
+    return rep["minidump"] is not None
 
 
 @pytest.mark.parametrize("layout", ["v0", "v1"])
