@@ -28,19 +28,26 @@ void Arena::release() {
   size_ = used_ = clean_ = 0;
 }
 
-void* Arena::alloc(size_t n, size_t align) {
+void* Arena::alloc_uninit(size_t n, size_t align) {
   size_t start = (used_ + align - 1) & ~(align - 1);
   if (!base_ || start + n > size_ || start + n < start) {
     exhausted_ = true;
     return nullptr;
   }
-  char* p = base_ + start;
-  // The arena may hold a previous dump's data: zero what we hand out, up to
-  // where it was never used.
-  size_t dirty = start < clean_ ? (clean_ - start < n ? clean_ - start : n) : 0;
-  for (size_t i = 0; i < dirty; ++i) p[i] = 0;
   used_ = start + n;
   if (used_ > clean_) clean_ = used_;
+  return base_ + start;
+}
+
+void* Arena::alloc(size_t n, size_t align) {
+  size_t clean = clean_;
+  char* p = static_cast<char*>(alloc_uninit(n, align));
+  if (!p) return nullptr;
+  // The arena may hold a previous dump's data: zero what we hand out, up to
+  // where it was never used.
+  size_t start = static_cast<size_t>(p - base_);
+  size_t dirty = start < clean ? (clean - start < n ? clean - start : n) : 0;
+  for (size_t i = 0; i < dirty; ++i) p[i] = 0;
   return p;
 }
 
