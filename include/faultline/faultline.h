@@ -29,19 +29,44 @@ extern "C" {
 
 #define FAULTLINE_API __attribute__((visibility("default")))
 
+/* Limits, in bytes without the terminating NUL. A longer crash key is refused
+ * (-EINVAL); a longer value, breadcrumb or callback text is cut. The C++ API,
+ * the Python package and the documentation use these same numbers. */
+#define FAULTLINE_KEY_MAX 63                /* a crash key, a callback key */
+#define FAULTLINE_VALUE_MAX 511             /* a process-wide crash key's value */
+#define FAULTLINE_ANNOTATIONS_MAX 64        /* process-wide crash keys set at once */
+#define FAULTLINE_THREAD_VALUE_MAX 255      /* a thread-scoped crash key's value */
+#define FAULTLINE_THREAD_ANNOTATIONS_MAX 8  /* thread-scoped crash keys per thread */
+#define FAULTLINE_ANNOTATED_THREADS_MAX 256 /* live threads with thread-scoped keys */
+#define FAULTLINE_BREADCRUMB_MAX 255        /* one breadcrumb */
+#define FAULTLINE_BREADCRUMBS_MAX 64        /* breadcrumbs kept (the last ones) */
+#define FAULTLINE_CALLBACK_VALUE_MAX 1023   /* a callback value */
+#define FAULTLINE_CALLBACK_PAIRS_MAX 32     /* pairs one crash's callback may add */
+
 /* A user callback runs inside the crash handler (so it must be
  * async-signal-safe: no malloc, no locks, no stdio) and may add key/value
  * pairs to the report's "callback" object with faultline_callback_add(). */
 typedef struct faultline_callback_writer faultline_callback_writer;
 typedef void (*faultline_crash_callback)(faultline_callback_writer* writer, void* user_data);
 
-/* Async-signal-safe; for use inside the callback only. Up to 32 pairs; keys
- * up to 63 bytes, values up to 1023 (longer ones are cut). */
+/* Async-signal-safe; for use inside the callback only. Up to
+ * FAULTLINE_CALLBACK_PAIRS_MAX pairs; keys up to FAULTLINE_KEY_MAX bytes,
+ * values up to FAULTLINE_CALLBACK_VALUE_MAX (longer ones are cut). */
 FAULTLINE_API void faultline_callback_add(faultline_callback_writer* writer, const char* key,
                                           const char* value);
 
-/* Options of faultline_install(). Initialise with faultline_options_init(). */
+/* Options of faultline_install(). Initialise with faultline_options_init().
+ *
+ * The struct grows at its end only. `size` says how much of it the caller
+ * knows: a program built against an older faultline.h passes its smaller size
+ * and the library gives every field past it its default (what
+ * faultline_options_init() would set), so it keeps working with a newer
+ * library. FAULTLINE_OPTIONS_SIZE_V1, _V2, ... are the sizes of the layouts
+ * published so far; other sizes are refused. */
 typedef struct faultline_options {
+  /* sizeof(faultline_options) as the caller was compiled; set by
+   * faultline_options_init(). */
+  size_t size;
   /* Directory for reports; NULL or "" means the current directory. The
    * directory is opened once at install; reports are created relative to it. */
   const char* report_dir;
@@ -80,15 +105,32 @@ typedef struct faultline_options {
   /* Called in the crash handler after capture, before the report is written. */
   faultline_crash_callback callback;
   void* callback_data;
+  /* ---- end of layout 1 (FAULTLINE_OPTIONS_SIZE_V1) */
+  /* 1: write a minidump (Breakpad's format: lldb, minidump_stackwalk and
+   * Sentry read it) beside each crash report, under the same name with .dmp;
+   * the report names it in its "minidump" field. Live dumps have none.
+   * Default 0 (FAULTLINE_MINIDUMP). */
+  int minidump;
+  /* ---- end of layout 2 (FAULTLINE_OPTIONS_SIZE_V2) */
 } faultline_options;
 
-/* Fills *opts with the defaults, then applies the FAULTLINE_* environment
- * variables. A bad value is reported once on stderr and the default kept. */
-FAULTLINE_API void faultline_options_init(faultline_options* opts);
+#define FAULTLINE_OPTIONS_SIZE_V1 96  /* size .. callback_data */
+#define FAULTLINE_OPTIONS_SIZE_V2 104 /* .. minidump */
+
+/* Fills the first `size` bytes of *opts with the defaults, then applies the
+ * FAULTLINE_* environment variables (a bad value is reported on stderr and
+ * the default kept), and sets opts->size. Returns 0, or -EINVAL (with a
+ * message on stderr, *opts untouched) for a size that is no layout's. Call it
+ * as faultline_options_init(&opts), which passes sizeof(opts). */
+FAULTLINE_API int faultline_options_init_sized(faultline_options* opts, size_t size);
+#define faultline_options_init(opts) faultline_options_init_sized((opts), sizeof *(opts))
 
 /* Installs the handlers. Returns 0, or a negative errno value (the program is
- * never stopped: a failed install leaves the previous handlers in place).
- * Installing again replaces the options. */
+ * never stopped: a failed install leaves the previous handlers in place):
+ * -EINVAL when opts->size is no layout's size (opts not initialised with
+ * faultline_options_init()), -E2BIG when the caller's struct is larger than
+ * this library's and sets a field it does not know (a message on stderr says
+ * which). opts NULL: the defaults. Installing again replaces the options. */
 FAULTLINE_API int faultline_install(const faultline_options* opts);
 
 /* Restores the handlers that were in place before faultline_install(). */
@@ -98,19 +140,22 @@ FAULTLINE_API void faultline_uninstall(void);
 FAULTLINE_API int faultline_installed(void);
 
 /* Crash keys. Process-wide: the report's "annotations". value NULL removes
- * the key. Keys up to 63 bytes, values up to 511 (longer ones are cut).
- * Lock-free, never allocates; safe from any thread and from signal handlers.
- * Returns 0, -EINVAL (bad key), -ENOSPC (64 keys already set). */
+ * the key. Keys up to FAULTLINE_KEY_MAX bytes, values up to
+ * FAULTLINE_VALUE_MAX (longer ones are cut). Lock-free, never allocates; safe
+ * from any thread and from signal handlers. Returns 0, -EINVAL (bad key),
+ * -ENOSPC (FAULTLINE_ANNOTATIONS_MAX keys already set). */
 FAULTLINE_API int faultline_annotate(const char* key, const char* value);
 
-/* Thread-scoped crash key (up to 8 per thread, values up to 255 bytes): shown
- * in the crashing thread's "annotations", e.g. the request a worker serves.
- * Up to 256 live threads can have set keys (-ENOSPC beyond); a thread that
- * has exited frees its place. */
+/* Thread-scoped crash key (up to FAULTLINE_THREAD_ANNOTATIONS_MAX per thread,
+ * values up to FAULTLINE_THREAD_VALUE_MAX bytes): shown in the crashing
+ * thread's "annotations", e.g. the request a worker serves. Up to
+ * FAULTLINE_ANNOTATED_THREADS_MAX live threads can have set keys (-ENOSPC
+ * beyond); a thread that has exited frees its place. */
 FAULTLINE_API int faultline_thread_annotate(const char* key, const char* value);
 
-/* Appends a breadcrumb (up to 255 bytes) to a ring of the last 64; the
- * report lists them oldest first with their times. */
+/* Appends a breadcrumb (up to FAULTLINE_BREADCRUMB_MAX bytes) to a ring of
+ * the last FAULTLINE_BREADCRUMBS_MAX; the report lists them oldest first with
+ * their times. */
 FAULTLINE_API void faultline_breadcrumb(const char* message);
 
 /* Writes a report of kind "dump" of the live process (every thread) and

@@ -4,7 +4,7 @@
 //   #include <faultline/faultline.hpp>
 //
 //   int main() {
-//     faultline::Options opts;               // defaults + FAULTLINE_* variables
+//     faultline::Options opts;               // the C struct: defaults + FAULTLINE_*
 //     opts.report_dir = "/var/crash/server";
 //     opts.callback = [](faultline_callback_writer* w, void*) {
 //       faultline_callback_add(w, "queue_depth", g_depth_text);  // signal-safe only!
@@ -29,70 +29,18 @@
 
 namespace faultline {
 
-// Every FAULTLINE_* setting as a field. Constructed with the defaults and the
-// environment applied, like faultline_options_init().
-struct Options {
-  std::string report_dir;             // "" : FAULTLINE_DIR or the current directory
-  unsigned long long signals;         // bit (1ull << signo) per fatal signal
-  bool write_stderr;                  // faulthandler-style summary on stderr
-  int max_frames;                     // native frames per thread
-  int watchdog_seconds;               // bound on the handler; 0: none
-  size_t arena_bytes;                 // crash-time memory
-  int max_threads;                    // threads with full stacks
-  int thread_signal;                  // asks each thread for its stack
-  int thread_timeout_ms;              // wait for all threads' answers
-  int dump_signal;                    // live-dump signal; 0: none
-  int dump_after_seconds;             // timed dump; 0: never
-  bool exit_after_dump;               // the timed dump ends the process
-  bool thread_altstacks;              // alternate signal stack on every thread
-  bool stay_in_front;                 // keep faultline first when others install handlers
-  faultline_crash_callback callback;  // async-signal-safe; may add to the report
-  void* callback_data;
-
-  Options() {
-    faultline_options o;
-    faultline_options_init(&o);
-    report_dir = o.report_dir ? o.report_dir : "";
-    signals = o.signals;
-    write_stderr = o.write_stderr != 0;
-    max_frames = o.max_frames;
-    watchdog_seconds = o.watchdog_seconds;
-    arena_bytes = o.arena_bytes;
-    max_threads = o.max_threads;
-    thread_signal = o.thread_signal;
-    thread_timeout_ms = o.thread_timeout_ms;
-    dump_signal = o.dump_signal;
-    dump_after_seconds = o.dump_after_seconds;
-    exit_after_dump = o.exit_after_dump != 0;
-    thread_altstacks = o.thread_altstacks != 0;
-    stay_in_front = o.stay_in_front != 0;
-    callback = o.callback;
-    callback_data = o.callback_data;
-  }
+// The C options (faultline_options, every field by its C name), initialised
+// like faultline_options_init(): the defaults, then the FAULTLINE_* variables.
+// `report_dir` is the C field: the string must live until install() returns.
+struct Options : faultline_options {
+  Options() : faultline_options() { faultline_options_init(static_cast<faultline_options*>(this)); }
 };
+static_assert(sizeof(Options) == sizeof(faultline_options), "Options is the C struct");
 
 // Installs the handlers. Returns 0 or a negative errno value; the program is
 // never stopped by a failed install.
 inline int install(const Options& options = Options()) {
-  faultline_options o;
-  faultline_options_init(&o);
-  o.report_dir = options.report_dir.empty() ? nullptr : options.report_dir.c_str();
-  o.signals = options.signals;
-  o.write_stderr = options.write_stderr ? 1 : 0;
-  o.max_frames = options.max_frames;
-  o.watchdog_seconds = options.watchdog_seconds;
-  o.arena_bytes = options.arena_bytes;
-  o.max_threads = options.max_threads;
-  o.thread_signal = options.thread_signal;
-  o.thread_timeout_ms = options.thread_timeout_ms;
-  o.dump_signal = options.dump_signal;
-  o.dump_after_seconds = options.dump_after_seconds;
-  o.exit_after_dump = options.exit_after_dump ? 1 : 0;
-  o.thread_altstacks = options.thread_altstacks ? 1 : 0;
-  o.stay_in_front = options.stay_in_front ? 1 : 0;
-  o.callback = options.callback;
-  o.callback_data = options.callback_data;
-  return faultline_install(&o);
+  return faultline_install(&options);
 }
 
 inline void uninstall() {
@@ -137,7 +85,7 @@ class ScopedAnnotation {
   ScopedAnnotation& operator=(const ScopedAnnotation&) = delete;
 
  private:
-  char key_[64];  // a copy: the caller's key need not outlive the guard
+  char key_[FAULTLINE_KEY_MAX + 1];  // a copy: the caller's key need not outlive the guard
 };
 
 inline const char* version() {

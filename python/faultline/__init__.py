@@ -39,12 +39,12 @@ __all__ = ["annotate", "thread_annotate", "breadcrumb", "available", "load", "ve
            "enable", "disable", "is_enabled", "dump_traceback", "dump_traceback_later",
            "cancel_dump_traceback_later", "register", "unregister", "last_report"]
 
-# Limits of the C API (faultline.h): longer strings are cut there; cutting here
-# first keeps a multi-byte character whole.
-_KEY_BYTES = 63
-_VALUE_BYTES = 511
-_THREAD_VALUE_BYTES = 255
-_BREADCRUMB_BYTES = 255
+# Limits of the C API (faultline.h, in _native): longer strings are cut there;
+# cutting here first keeps a multi-byte character whole.
+_KEY_BYTES = _native.KEY_MAX
+_VALUE_BYTES = _native.VALUE_MAX
+_THREAD_VALUE_BYTES = _native.THREAD_VALUE_MAX
+_BREADCRUMB_BYTES = _native.BREADCRUMB_MAX
 
 _lib = None
 
@@ -263,8 +263,7 @@ def _current_options():
     if _options is not None:
         return _options
     global _env_max_threads, _env_dump_signal
-    opts = _native.Options()
-    _lib.faultline_options_init(ctypes.byref(opts))
+    opts = _native.options(_lib)
     _env_max_threads = opts.max_threads
     _env_dump_signal = opts.dump_signal
     return opts
@@ -276,7 +275,7 @@ def _hooks():
         _torch.install(sys.modules[__name__])
 
 
-def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signals=None):
+def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signals=None, minidump=None):
     """Like faulthandler.enable(): on SIGSEGV, SIGFPE, SIGABRT, SIGBUS, SIGILL
     (and SIGTRAP) write a faultline report of every thread and
     faulthandler-style text to file (default sys.stderr), then let the
@@ -286,7 +285,9 @@ def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signal
     others are listed with their Python frames). c_stack is accepted for faulthandler's sake: native
     frames are always captured. report_dir: where reports go (default
     FAULTLINE_DIR, else the current directory). signals: an iterable of
-    signals instead of the default set. Loads libfaultline.so if the process
+    signals instead of the default set. minidump: True or False to write
+    a minidump beside each crash report or not (default FAULTLINE_MINIDUMP,
+    else the library's default). Loads libfaultline.so if the process
     does not have it yet; raises RuntimeError when it cannot be loaded."""
     global _report_dir
     fd = _text_fd(file)
@@ -305,6 +306,8 @@ def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signal
                 raise ValueError(f"signal number {n} out of range")
             mask |= 1 << n
         opts.signals = mask
+    if minidump is not None:
+        opts.minidump = 1 if minidump else 0
     _set_text_fd(fd)
     _install(opts)
     _hooks()

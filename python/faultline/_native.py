@@ -35,10 +35,27 @@ def cli_path():
                         os.path.join(SOURCE_BUILD, "bin", "faultline")])
 
 
+# The limits of faultline.h (FAULTLINE_KEY_MAX, ...; a test compares them
+# with the header's): bytes without the terminating NUL, and counts.
+KEY_MAX = 63
+VALUE_MAX = 511
+ANNOTATIONS_MAX = 64
+THREAD_VALUE_MAX = 255
+THREAD_ANNOTATIONS_MAX = 8
+ANNOTATED_THREADS_MAX = 256
+BREADCRUMB_MAX = 255
+BREADCRUMBS_MAX = 64
+CALLBACK_VALUE_MAX = 1023
+CALLBACK_PAIRS_MAX = 32
+OPTIONS_SIZE_V1 = 96
+OPTIONS_SIZE_V2 = 104
+
+
 class Options(ctypes.Structure):
     """struct faultline_options of include/faultline/faultline.h (a test
-    compares its layout with the C compiler's)."""
+    compares its layout with the C compiler's). Make it with options(lib)."""
     _fields_ = [
+        ("size", ctypes.c_size_t),
         ("report_dir", ctypes.c_char_p),
         ("signals", ctypes.c_ulonglong),
         ("write_stderr", ctypes.c_int),
@@ -55,13 +72,14 @@ class Options(ctypes.Structure):
         ("stay_in_front", ctypes.c_int),
         ("callback", ctypes.c_void_p),
         ("callback_data", ctypes.c_void_p),
+        ("minidump", ctypes.c_int),
     ]
 
 
 def bind_install(lib):
     """Sets the argument types of the install-time functions on lib."""
-    lib.faultline_options_init.argtypes = [ctypes.POINTER(Options)]
-    lib.faultline_options_init.restype = None
+    lib.faultline_options_init_sized.argtypes = [ctypes.POINTER(Options), ctypes.c_size_t]
+    lib.faultline_options_init_sized.restype = ctypes.c_int
     lib.faultline_install.argtypes = [ctypes.POINTER(Options)]
     lib.faultline_install.restype = ctypes.c_int
     lib.faultline_uninstall.argtypes = []
@@ -73,6 +91,16 @@ def bind_install(lib):
     lib.faultline_last_report.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     lib.faultline_last_report.restype = ctypes.c_size_t
     return lib
+
+
+def options(lib):
+    """An Options with the library's defaults and the FAULTLINE_* variables
+    applied (faultline_options_init())."""
+    opts = Options()
+    rc = lib.faultline_options_init_sized(ctypes.byref(opts), ctypes.sizeof(opts))
+    if rc != 0:
+        raise OSError(-rc, f"faultline_options_init: {os.strerror(-rc)}")
+    return opts
 
 
 # ---- POSIX timers: a timed dump must fire while the interpreter is stuck

@@ -16,16 +16,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "faultline/faultline.h"
+
 namespace faultline::core {
 
-constexpr int kMaxAnnotations = 64;
-constexpr size_t kAnnotationKeyBytes = 64;
-constexpr size_t kAnnotationValueBytes = 512;
-constexpr int kMaxThreadAnnotations = 8;
-constexpr size_t kThreadValueBytes = 256;
-constexpr int kMaxAnnotatedThreads = 256;
-constexpr int kMaxBreadcrumbs = 64;
-constexpr size_t kBreadcrumbBytes = 256;
+// The public limits (faultline.h); the byte sizes hold the terminating NUL.
+constexpr int kMaxAnnotations = FAULTLINE_ANNOTATIONS_MAX;
+constexpr size_t kAnnotationKeyBytes = FAULTLINE_KEY_MAX + 1;
+constexpr size_t kAnnotationValueBytes = FAULTLINE_VALUE_MAX + 1;
+constexpr int kMaxThreadAnnotations = FAULTLINE_THREAD_ANNOTATIONS_MAX;
+constexpr size_t kThreadValueBytes = FAULTLINE_THREAD_VALUE_MAX + 1;
+constexpr int kMaxAnnotatedThreads = FAULTLINE_ANNOTATED_THREADS_MAX;
+constexpr int kMaxBreadcrumbs = FAULTLINE_BREADCRUMBS_MAX;
+constexpr size_t kBreadcrumbBytes = FAULTLINE_BREADCRUMB_MAX + 1;
 
 // Writers (normal context; async-signal-safe too). value == nullptr removes.
 // Return 0, or -ENOSPC when the table is full, -EINVAL for a bad key.

@@ -29,8 +29,8 @@ void faultline_breadcrumb(const char* message) {
 void faultline_callback_add(faultline_callback_writer* writer, const char* key, const char* value) {
   auto* w = reinterpret_cast<faultline::core::CallbackWriter*>(writer);
   if (!w || !key || w->count >= faultline::core::CallbackWriter::kMax) return;
-  const char* k = w->arena->dup(key, 63);
-  const char* v = w->arena->dup(value ? value : "", 1023);
+  const char* k = w->arena->dup(key, FAULTLINE_KEY_MAX);
+  const char* v = w->arena->dup(value ? value : "", FAULTLINE_CALLBACK_VALUE_MAX);
   if (k && v) w->items[w->count++] = {k, v};
 }
 

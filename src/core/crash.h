@@ -29,6 +29,14 @@ struct faultline_callback_writer;
 
 namespace faultline::core {
 
+// Who runs first at a hardware fault when the program has its own handler
+// behind faultline's (core/chain_call.cpp).
+enum class ChainOrder : int {
+  kAuto,          // the program's handler first if it was there before faultline
+  kReportFirst,   // always faultline's report first
+  kHandlerFirst,  // always the program's handler first
+};
+
 // Prepared at install, read-only in the handler.
 struct Config {
   char dir[4096]{};  // absolute report directory (for messages)
@@ -46,6 +54,8 @@ struct Config {
   void* callback_data{};
   int watchdog_seconds{};
   size_t arena_bytes{};
+  ChainOrder chain_order{ChainOrder::kAuto};  // FAULTLINE_CHAIN_ORDER
+  bool minidump{};  // a minidump beside each crash report (FAULTLINE_MINIDUMP)
   // Process facts gathered at install.
   bool scrub{true};        // secrets in argv filtered (FAULTLINE_SCRUB)
   char scrub_keys[512]{};  // FAULTLINE_SCRUB_KEYS: more sensitive words, comma-separated
@@ -59,6 +69,9 @@ struct CrashState {
   Arena arena{};
   Capture* capture{};  // in the arena
   struct sigaction previous[65]{};
+  // previous[s] was installed after faultline (kept behind it by the
+  // sigaction interposer), not found there at install.
+  bool previous_later[65]{};
   bool handled[65]{};
   bool installed{};
   pid_t pid{};               // our pid, updated in fork children
@@ -69,7 +82,7 @@ struct CrashState {
 
 // What faultline_callback_writer points to.
 struct CallbackWriter {
-  static constexpr int kMax = 32;
+  static constexpr int kMax = FAULTLINE_CALLBACK_PAIRS_MAX;
   Arena* arena;
   AnnotationView* items;
   int count;

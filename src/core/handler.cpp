@@ -182,6 +182,43 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
     int first = g_handler.signo.load(std::memory_order_acquire);
     die_with_default(first ? first : signo);
   }
+  int report_signo = signo;
+  siginfo_t* report_info = info;
+  void* report_uc = ucv;
+  if (!state) state = thread_state_find();
+  Nested nested =
+      state ? chain_call_nested(state, ucv, &report_signo, &report_info, &report_uc) : Nested::kNo;
+  if (nested == Nested::kReported) {
+    // Raised by the program's handler that faultline called after reporting
+    // the fault: only handed on.
+    errno = saved_errno;
+    chain(signo, info);
+    return;
+  }
+  if (nested == Nested::kReportIt) {
+    // Raised by the program's handler that faultline called for a fault
+    // (an abort): the report is of that fault; this signal is handed on.
+  } else if (from_kernel && chain_call(signo, info, ucv)) {
+    errno = saved_errno;
+    return;
+  }
+  if (!report_crash(report_signo, report_info, report_uc)) {
+    // Another thread owns the crash and reported it: hand our own signal on
+    // as if faultline were not there.
+    errno = saved_errno;
+    chain(signo, info);
+    return;
+  }
+  errno = saved_errno;
+  // The program's own handler runs next and may recover (a JIT, a runtime):
+  // a later crash deserves its own report.
+  if (chain(signo, info)) release_ownership();
+  // Returning re-executes the faulting instruction under the restored
+  // handler (or delivers the re-sent signal).
+}
+
+bool report_crash(int signo, siginfo_t* info, void* ucv) {
+  pid_t self = sys_gettid();
   const Config& cfg = g_crash.config;
   // How long a thread that crashed second waits for the first one's report:
   // past the watchdog's both stages (which end the process anyway).
@@ -200,13 +237,10 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
     }
     if (expected & kDumpBit) die_with_default(signo);  // the dump never ended
     // Another thread owns the crash: record ours for its report, leave our
-    // crash context for its stack request, wait for the report, then hand
-    // our own signal on as if faultline were not there.
+    // crash context for its stack request, and wait for the report.
     record_secondary(self, signo, info, ucv);
     wait_for_report(report_gen, limit_ms);
-    errno = saved_errno;
-    chain(signo, info);
-    return;
+    return false;
   }
   g_handler.signo.store(signo, std::memory_order_release);
   // A dead stderr pipe must not kill us with SIGPIPE: ignored, a write
@@ -219,16 +253,13 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   disarm_watchdog(cfg.watchdog_seconds);
   real_sigaction(SIGPIPE, &old_pipe, nullptr);
   g_handler.report_gen.fetch_add(1, std::memory_order_acq_rel);
-  errno = saved_errno;
-  if (chain(signo, info)) {
-    // The program's own handler runs next and may recover (a JIT, a
-    // runtime): a later crash deserves its own report.
-    g_handler.signo.store(0, std::memory_order_release);
-    g_handler.writer.store(Writer::kNobody, std::memory_order_release);
-    g_handler.owner.store(0, std::memory_order_release);
-  }
-  // Returning re-executes the faulting instruction under the restored
-  // handler (or delivers the re-sent signal).
+  return true;
+}
+
+void release_ownership() {
+  g_handler.signo.store(0, std::memory_order_release);
+  g_handler.writer.store(Writer::kNobody, std::memory_order_release);
+  g_handler.owner.store(0, std::memory_order_release);
 }
 
 // A live dump: a report of every thread, then the process goes on.

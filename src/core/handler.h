@@ -10,6 +10,14 @@ namespace faultline::core {
 void crash_signal_handler(int signo, siginfo_t* info, void* ucontext);
 void dump_signal_handler(int signo, siginfo_t* info, void* ucontext);
 
+// Claims the crash and writes the report of signo/info/ucv. Returns false
+// when another thread owns the crash: this one was recorded for that report
+// and waited for it (the caller then hands its own signal on).
+bool report_crash(int signo, siginfo_t* info, void* ucv);
+// After a report, when the program's handler may recover: a later crash
+// deserves its own report.
+void release_ownership();
+
 // In a fork child: nobody owns a crash there.
 void reset_ownership_after_fork();
 

@@ -14,7 +14,34 @@ namespace snapshot {
 
 Buffer g_buffers[2];
 volatile int g_published = -1;
-volatile int g_readers = 0;
+volatile int g_readers[kMaxReaders] = {};
+
+int begin_read() {
+  int tid = static_cast<int>(syscall(SYS_gettid));
+  for (int i = 0; i < kMaxReaders; ++i) {
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&g_readers[i], &expected, tid, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST)) {
+      return i;
+    }
+  }
+  return -1;
+}
+
+void end_read(int slot) {
+  if (slot >= 0) __atomic_store_n(&g_readers[slot], 0, __ATOMIC_SEQ_CST);
+}
+
+bool reading() {
+  for (int i = 0; i < kMaxReaders; ++i) {
+    if (__atomic_load_n(&g_readers[i], __ATOMIC_SEQ_CST) != 0) return true;
+  }
+  return false;
+}
+
+void clear_readers() {
+  for (int i = 0; i < kMaxReaders; ++i) __atomic_store_n(&g_readers[i], 0, __ATOMIC_SEQ_CST);
+}
 
 }  // namespace snapshot
 
@@ -32,7 +59,7 @@ struct LinkHead {
 };
 
 bool head_matches(const LinkHead& h, const snapshot::Entry& e, uintptr_t next) {
-  return h.l_addr == e.l_addr && h.l_name == e.l_name && h.l_next == next;
+  return h.l_addr == e.l_addr && h.l_name == e.l_name && h.l_ld == e.l_ld && h.l_next == next;
 }
 
 // True when the link map holds exactly the snapshot's nodes, in order. All
@@ -81,7 +108,8 @@ void copy_bytes(void* dst, const void* src, size_t n) {
 }  // namespace
 
 bool module_snapshot_use(ModuleTable* table, CfiModules* cfi, Arena* arena) {
-  __atomic_fetch_add(&snapshot::g_readers, 1, __ATOMIC_SEQ_CST);
+  int slot = snapshot::begin_read();
+  if (slot < 0) return false;
   int idx = __atomic_load_n(&snapshot::g_published, __ATOMIC_SEQ_CST);
   bool ok = false;
   if (idx == 0 || idx == 1) {
@@ -120,27 +148,39 @@ bool module_snapshot_use(ModuleTable* table, CfiModules* cfi, Arena* arena) {
       }
     }
   }
-  __atomic_fetch_sub(&snapshot::g_readers, 1, __ATOMIC_SEQ_CST);
+  snapshot::end_read(slot);
   return ok;
 }
 
-bool module_snapshot_known(uintptr_t node, uintptr_t l_addr, uintptr_t l_name, Module* out) {
-  __atomic_fetch_add(&snapshot::g_readers, 1, __ATOMIC_SEQ_CST);
+bool module_snapshot_known(uintptr_t node, uintptr_t l_addr, uintptr_t l_name, uintptr_t l_ld,
+                           Module* out) {
+  int slot = snapshot::begin_read();
+  if (slot < 0) return false;
   int idx = __atomic_load_n(&snapshot::g_published, __ATOMIC_SEQ_CST);
   bool found = false;
   if (idx == 0 || idx == 1) {
     const Buffer& b = snapshot::g_buffers[idx];
     for (int i = 0; i < b.count && !found; ++i) {
       const snapshot::Entry& e = b.entries[i];
-      if (e.node == node && e.l_addr == l_addr && e.l_name == l_name && e.listed) {
+      if (e.node == node && e.l_addr == l_addr && e.l_name == l_name && e.l_ld == l_ld &&
+          e.listed) {
         *out = e.info;
         out->eh_frame_hdr = e.cfi.eh_frame_hdr;
         found = true;
       }
     }
   }
-  __atomic_fetch_sub(&snapshot::g_readers, 1, __ATOMIC_SEQ_CST);
+  snapshot::end_read(slot);
   return found;
+}
+
+void module_snapshot_end_reads() {
+  int tid = static_cast<int>(syscall(SYS_gettid));
+  for (int i = 0; i < snapshot::kMaxReaders; ++i) {
+    int expected = tid;
+    __atomic_compare_exchange_n(&snapshot::g_readers[i], &expected, 0, false, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
+  }
 }
 
 bool cfi_modules_from_table(const ModuleTable& table, CfiModules* cfi, Arena* arena) {

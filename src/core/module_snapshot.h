@@ -46,9 +46,17 @@ bool module_snapshot_use(ModuleTable* table, CfiModules* cfi, Arena* arena);
 bool cfi_modules_from_table(const ModuleTable& table, CfiModules* cfi, Arena* arena);
 
 // Crash time: if the published snapshot has the link-map node `node` with
-// this bias and name pointer, copies its module into *out (path pointing
-// into the snapshot: copy it) and returns true. Async-signal-safe.
-bool module_snapshot_known(uintptr_t node, uintptr_t l_addr, uintptr_t l_name, Module* out);
+// this bias, name pointer and dynamic section, copies its module into *out
+// (path pointing into the snapshot: copy it) and returns true.
+// Async-signal-safe.
+bool module_snapshot_known(uintptr_t node, uintptr_t l_addr, uintptr_t l_name, uintptr_t l_ld,
+                           Module* out);
+
+// Crash time, when the phase that read the snapshot is over however it
+// ended: releases any read of the calling thread that a fault or the
+// watchdog cut short (a siglongjmp out of module_snapshot_use), so that later
+// refreshes are not held back for good. Async-signal-safe.
+void module_snapshot_end_reads();
 
 // How many modules the published snapshot holds (tests, benchmarks).
 int module_snapshot_count();

@@ -15,6 +15,8 @@ struct Entry {
   uintptr_t node;    // the link_map node
   uintptr_t l_addr;  // its load bias
   uintptr_t l_name;  // its name pointer (the loader never changes either)
+  uintptr_t l_ld;    // its dynamic section: dlclose(A) then dlopen(B) may give
+                     // B A's node, load address and name buffer, not A's l_ld
   Module info;       // path points into Buffer::pool
   CfiModule cfi;     // its index points into Buffer::index
   bool listed;       // has a mapped range (the crash-time walk skips the others too)
@@ -38,10 +40,22 @@ struct Buffer {
 };
 
 // Two buffers; `published` is the index of the current one, -1 before the
-// first refresh. `readers` counts crash-time readers: a refresh never
-// writes a buffer while one is reading.
+// first refresh. `readers` holds the tids of the crash-time readers (0: a
+// free slot): a refresh never writes a buffer while one is reading. Per
+// thread, so that a read abandoned by a fault or the watchdog (a siglongjmp
+// out of it) is released by its own thread when the phase ends
+// (module_snapshot_end_reads), not left to block every later refresh.
+constexpr int kMaxReaders = 8;
 extern Buffer g_buffers[2];
 extern volatile int g_published;
-extern volatile int g_readers;
+extern volatile int g_readers[kMaxReaders];
+
+// A reader's slot (-1: all taken, do not read) and its release.
+int begin_read();
+void end_read(int slot);
+// True while any thread holds a slot.
+bool reading();
+// After a fork: only the forking thread lives on.
+void clear_readers();
 
 }  // namespace faultline::core::snapshot

@@ -22,6 +22,8 @@ ThreadState* take(ThreadState* s, pid_t from, pid_t tid) {
   }
   s->recover_armed = 0;
   s->secondary_uc = nullptr;
+  s->call.sp = 0;
+  s->returned.signo = 0;
   return s;
 }
 

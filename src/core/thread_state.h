@@ -9,19 +9,45 @@
 #pragma once
 
 #include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <ucontext.h>
 
 namespace faultline::core {
 
-// Recovery from a fault inside faultline's own handlers (see recover.h) and
-// the context of a thread that crashed after the first crash.
+// The program's handler that faultline is calling on this thread as a
+// function (core/chain_call.cpp): a signal that handler raises (abort) is
+// reported as the fault it was called for.
+struct ChainCall {
+  volatile uintptr_t sp;  // where the caller keeps the cookie; 0: no call
+  uint64_t cookie;
+  int signo;
+  siginfo_t info;  // the fault handed to it
+  void* uc;
+  volatile int reported;
+};
+
+// A fault the program's handler returned from with nothing changed (the
+// instruction is retried): the same fault again, right after, was not
+// recovered.
+struct ReturnedFault {
+  int signo;  // 0: none
+  int reported;
+  uintptr_t addr;
+  greg_t regs[REG_EFL + 1];  // r8 ... rip, eflags
+};
+
+// Recovery from a fault inside faultline's own handlers (see recover.h), the
+// context of a thread that crashed after the first crash, and the chaining
+// to the program's handler.
 struct ThreadState {
   pid_t tid;  // 0: free (atomic)
   volatile int recover_armed;
   const ucontext_t* secondary_uc;
   sigjmp_buf recover;
+  ChainCall call;
+  ReturnedFault returned;
 };
 
 constexpr int kMaxThreadStates = 1024;

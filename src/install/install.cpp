@@ -33,6 +33,7 @@
 #include "core/unwind_cfi.h"
 #include "faultline/faultline.h"
 #include "install/late_load.h"
+#include "install/options.h"
 #include "install/sigaction_hook.h"
 #include "install/terminate.h"
 #include "install/thread_stacks.h"
@@ -270,10 +271,9 @@ bool g_argv_from_constructor = false;
 
 using namespace faultline::core;
 
-extern "C" {
-
-void faultline_options_init(faultline_options* opts) {
+void faultline::install::options_defaults(faultline_options* opts) {
   *opts = faultline_options{};
+  opts->size = sizeof *opts;
   // secure_getenv everywhere: under AT_SECURE (setuid, setgid, capabilities)
   // the caller's FAULTLINE_* variables are ignored (doc/security.md).
   opts->report_dir = secure_getenv("FAULTLINE_DIR");
@@ -312,15 +312,35 @@ void faultline_options_init(faultline_options* opts) {
   opts->thread_altstacks = 1;
   env_bool("FAULTLINE_THREAD_ALTSTACKS", &opts->thread_altstacks);
   env_bool("FAULTLINE_STAY_IN_FRONT", &opts->stay_in_front);
+  // Off by default: at 64 threads it adds about half to the capture time
+  // (bench/minidump_bench.py, README); on where the minidump is wanted.
+  opts->minidump = 0;
+  env_bool("FAULTLINE_MINIDUMP", &opts->minidump);
   resolve_signal_conflicts(opts, dump ? SIGUSR2 : 0);
 }
 
-int faultline_install(const faultline_options* opts) {
-  faultline_options defaults;
-  if (!opts) {
-    faultline_options_init(&defaults);
-    opts = &defaults;
+// Who runs first at a hardware fault when the program has its own handler
+// behind faultline's (core/chain.h). A deployment switch, like the unwinder.
+static void read_chain_order(Config* cfg) {
+  cfg->chain_order = ChainOrder::kAuto;
+  const char* v = secure_getenv("FAULTLINE_CHAIN_ORDER");
+  if (!v || !*v || !strcmp(v, "auto")) return;
+  if (!strcmp(v, "report-first")) {
+    cfg->chain_order = ChainOrder::kReportFirst;
+  } else if (!strcmp(v, "handler-first")) {
+    cfg->chain_order = ChainOrder::kHandlerFirst;
+  } else {
+    warn_bad("FAULTLINE_CHAIN_ORDER", v, "expected auto, report-first or handler-first");
   }
+}
+
+extern "C" {
+
+int faultline_install(const faultline_options* caller) {
+  // The caller's struct in this library's layout (install/options.h).
+  faultline_options own;
+  if (int rc = faultline::install::options_from_caller(caller, &own); rc != 0) return rc;
+  const faultline_options* opts = &own;
   resolve_real_sigaction();  // before any handler is installed
   Config* cfg = &g_crash.config;
   if (!g_crash.installed) cfg->dir_fd = -1;
@@ -331,6 +351,7 @@ int faultline_install(const faultline_options* opts) {
   // The unwinder is not an option of the C API: a deployment switch.
   if (const char* u = secure_getenv("FAULTLINE_UNWINDER"); u && *u && !unwinder_choose(u))
     warn_bad("FAULTLINE_UNWINDER", u, "expected cfi or libunwind");
+  read_chain_order(cfg);
   module_snapshot_refresh();
   if (dlsym(RTLD_DEFAULT, "_PyRuntime")) {
     // The interpreter is looked for in the snapshot just made, not in a
@@ -369,6 +390,7 @@ int faultline_install(const faultline_options* opts) {
   cfg->thread_signal = opts->thread_signal;
   cfg->thread_timeout_ms = opts->thread_timeout_ms > 0 ? opts->thread_timeout_ms : 1000;
   cfg->exit_after_dump = opts->exit_after_dump != 0;
+  cfg->minidump = opts->minidump != 0;
   cfg->callback = opts->callback;
   cfg->callback_data = opts->callback_data;
   int dump_signo = opts->dump_signal;
@@ -412,7 +434,10 @@ int faultline_install(const faultline_options* opts) {
   for (int s = 1; s < 64; ++s) {
     bool want = (cfg->signals >> s) & 1;
     if (want && !g_crash.handled[s]) {
-      if (real_sigaction(s, &sa, &g_crash.previous[s]) == 0) g_crash.handled[s] = true;
+      if (real_sigaction(s, &sa, &g_crash.previous[s]) == 0) {
+        g_crash.previous_later[s] = false;
+        g_crash.handled[s] = true;
+      }
     } else if (!want && g_crash.handled[s]) {
       real_sigaction(s, &g_crash.previous[s], nullptr);
       g_crash.handled[s] = false;

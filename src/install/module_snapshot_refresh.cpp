@@ -41,7 +41,7 @@ int read_counters(dl_phdr_info* info, size_t size, void* arg) {
 }
 
 struct Node {
-  uintptr_t node, l_addr, l_name;
+  uintptr_t node, l_addr, l_name, l_ld;
 };
 
 struct Walk {
@@ -154,7 +154,8 @@ int on_module(dl_phdr_info* info, size_t, void* arg) {
         break;
       }
       w->nodes[w->nnodes++] = {reinterpret_cast<uintptr_t>(l), l->l_addr,
-                               reinterpret_cast<uintptr_t>(l->l_name)};
+                               reinterpret_cast<uintptr_t>(l->l_name),
+                               reinterpret_cast<uintptr_t>(l->l_ld)};
     }
   }
   uintptr_t name = reinterpret_cast<uintptr_t>(info->dlpi_name);
@@ -175,7 +176,7 @@ int on_module(dl_phdr_info* info, size_t, void* arg) {
     for (int k = 0; k < w->old->count; ++k) {
       int i = (idx + k) % w->old->count;
       const Entry& o = w->old->entries[i];
-      if (o.node == n.node && o.l_addr == n.l_addr && o.l_name == n.l_name) {
+      if (o.node == n.node && o.l_addr == n.l_addr && o.l_name == n.l_name && o.l_ld == n.l_ld) {
         *e = o;
         e->info.path = pool_add(w->out, o.info.path);
         copy_index(w->out, &e->cfi);
@@ -187,6 +188,7 @@ int on_module(dl_phdr_info* info, size_t, void* arg) {
   e->node = n.node;
   e->l_addr = n.l_addr;
   e->l_name = n.l_name;
+  e->l_ld = n.l_ld;
   e->info.bias = info->dlpi_addr;
   bool main_exe = idx == 0 && (!info->dlpi_name || !info->dlpi_name[0]);
   e->info.is_main = main_exe;
@@ -227,7 +229,7 @@ void module_snapshot_after_fork() {
   g_mutex = PTHREAD_MUTEX_INITIALIZER;
   g_locked_for_fork = false;
   __atomic_store_n(&g_refresher, 0, __ATOMIC_RELEASE);
-  __atomic_store_n(&snapshot::g_readers, 0, __ATOMIC_SEQ_CST);
+  snapshot::clear_readers();
 }
 
 bool module_snapshot_refresh() {
@@ -248,7 +250,7 @@ bool module_snapshot_refresh() {
   }
   int pub = __atomic_load_n(&snapshot::g_published, __ATOMIC_SEQ_CST);
   int target = pub == 0 ? 1 : 0;
-  if (__atomic_load_n(&snapshot::g_readers, __ATOMIC_SEQ_CST) > 0) {
+  if (snapshot::reading()) {
     __atomic_store_n(&g_refresher, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_mutex);  // a crash is reading: leave both buffers alone
     return true;

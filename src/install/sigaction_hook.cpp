@@ -63,7 +63,10 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
   }
   // Ours: the caller sees (and replaces) the handler faultline chains to.
   struct sigaction previous = g_crash.previous[signo];
-  if (act) g_crash.previous[signo] = *act;
+  if (act) {
+    g_crash.previous[signo] = *act;
+    g_crash.previous_later[signo] = true;
+  }
   if (old) *old = previous;
   return 0;
 }

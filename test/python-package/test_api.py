@@ -5,6 +5,7 @@ event schema for the event made from a real report."""
 import ctypes
 import json
 import os
+import re
 import signal
 import subprocess
 
@@ -46,21 +47,39 @@ def loaded(mode):
     return mode == "preloaded"
 
 
-def test_options_struct_matches_the_header(tmp_path):
-    from faultline import _native
-    src = tmp_path / "layout.c"
-    fields = [f for f, _ in _native.Options._fields_]
+def header_values(tmp_path, expressions):
+    """The values of C expressions over faultline.h, as the C compiler sees them."""
+    src = tmp_path / "values.c"
     src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "faultline/faultline.h"\n'
                    "int main(void) {\n" +
-                   "".join(f'  printf("%zu\\n", offsetof(faultline_options, {f}));\n' for f in fields) +
-                   '  printf("%zu\\n", sizeof(faultline_options));\n  return 0;\n}\n')
-    exe = tmp_path / "layout"
+                   "".join(f'  printf("%zu\\n", (size_t)({e}));\n' for e in expressions) +
+                   "  return 0;\n}\n")
+    exe = tmp_path / "values"
     subprocess.run(["cc", "-I", os.path.join(fltest.SOURCE, "include"), str(src), "-o", str(exe)],
                    check=True)
-    got = [int(x) for x in subprocess.run([str(exe)], capture_output=True, text=True,
-                                          check=True).stdout.split()]
+    return [int(x) for x in subprocess.run([str(exe)], capture_output=True, text=True,
+                                           check=True).stdout.split()]
+
+
+def test_options_struct_matches_the_header(tmp_path):
+    from faultline import _native
+    fields = [f for f, _ in _native.Options._fields_]
+    got = header_values(tmp_path, [f"offsetof(faultline_options, {f})" for f in fields] +
+                        ["sizeof(faultline_options)"])
     want = [getattr(_native.Options, f).offset for f in fields] + [ctypes.sizeof(_native.Options)]
     assert got == want
+
+
+def test_limits_equal_the_headers_macros(tmp_path):
+    """Every FAULTLINE_*_MAX and FAULTLINE_OPTIONS_SIZE_* macro of faultline.h,
+    as the C compiler sees it, is the package's constant of the same name."""
+    from faultline import _native
+    header = os.path.join(fltest.SOURCE, "include", "faultline", "faultline.h")
+    with open(header) as f:
+        names = re.findall(r"^#define FAULTLINE_(\w+_MAX|OPTIONS_SIZE_V\d+)\b", f.read(), re.M)
+    assert "KEY_MAX" in names and "OPTIONS_SIZE_V1" in names
+    got = header_values(tmp_path, [f"FAULTLINE_{n}" for n in names])
+    assert dict(zip(names, got)) == {n: getattr(_native, n, None) for n in names}
 
 
 def test_enable_crash_writes_report_and_text(tmp_path, mode):
@@ -118,6 +137,18 @@ def test_enable_report_dir_and_all_threads_false(tmp_path):
     (other,) = [t for t in rep["threads"] if not t["crashed"]]
     assert other["captured"] is False and rep["threads_cut"] == 1
     assert [f for f in other["frames"] if f["kind"] == "native"] == []
+
+
+@pytest.mark.parametrize("minidump", [True, False])
+def test_enable_minidump(tmp_path, minidump):
+    r = crash(tmp_path, preload=True, setup=f"faultline.enable(minidump={minidump!r})")
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    rep = r.report
+    dumps = [n for n in os.listdir(r.report_dir) if n.endswith(".dmp")]
+    if minidump:
+        assert dumps == [rep["minidump"]]
+    else:
+        assert dumps == [] and rep["minidump"] is None
 
 
 def test_breadcrumbs_and_annotations_reach_report_and_sentry(tmp_path, mode):

@@ -1,0 +1,253 @@
+// Calling the program's own handler for a hardware fault as a function,
+// while faultline stays installed (chain.h says when and why). Runtimes
+// that turn faults into something else (a JVM's null checks and safepoint
+// polls, a wasm engine's bounds checks, Mono's managed exceptions) do so
+// thousands of times in a healthy process; a report each, or faultline
+// stepping aside after the first, would both be wrong.
+//
+// The handler runs on this thread's current stack with its sa_mask and the
+// signal itself blocked, even with SA_NODEFER: a re-raise (faulthandler's)
+// then stays pending until faultline has written the report, also where
+// faultline was loaded late and the handler's sigaction() reaches the kernel
+// directly. The price: a fault inside that handler itself ends the process
+// at once (as it would without faultline unless the handler had
+// SA_NODEFER).
+#include <stdint.h>
+#include <string.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "core/chain.h"
+#include "core/crash.h"
+#include "core/handler.h"
+#include "core/safe_read.h"
+#include "core/sigaction_real.h"
+#include "core/sys.h"
+#include "core/thread_state.h"
+
+namespace faultline::core {
+namespace {
+
+std::atomic<uint64_t> g_calls{0};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+enum class Outcome {
+  kRecovered,       // pc or sp changed (a siglongjmp never comes back here)
+  kUnchanged,       // returned with nothing changed: the instruction is retried
+  kFatal,           // re-raised or reset the disposition: it means to die
+  kReportedInside,  // raised another signal, whose handling reported the fault
+};
+
+// A signal the handler re-raised, taken off the pending set so the report
+// can be written with the signal unblocked (a fault of faultline's own is
+// recovered only then), and raised again afterwards.
+struct Pending {
+  bool valid;
+  siginfo_t info;
+};
+
+bool is_function(const struct sigaction& sa) {
+  if (sa.sa_flags & SA_SIGINFO) return sa.sa_sigaction != nullptr;
+  return sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
+}
+
+bool still_ours(int signo) {
+  struct sigaction cur;
+  if (real_sigaction(signo, nullptr, &cur) != 0) return true;
+  return (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == crash_signal_handler;
+}
+
+greg_t* regs(void* ucv) {
+  return static_cast<ucontext_t*>(ucv)->uc_mcontext.gregs;
+}
+
+uint64_t bit(int signo) {
+  return uint64_t{1} << (signo - 1);
+}
+
+// Takes signo off this thread's (or the process's) pending signals.
+bool take_pending(int signo, Pending* out) {
+  uint64_t pending = 0;
+  if (syscall(SYS_rt_sigpending, &pending, sizeof pending) != 0 || !(pending & bit(signo))) {
+    return false;
+  }
+  uint64_t set = bit(signo);
+  struct timespec zero = {0, 0};
+  out->valid = syscall(SYS_rt_sigtimedwait, &set, &out->info, &zero, sizeof set) == signo;
+  return true;
+}
+
+bool same_fault(const ReturnedFault& r, int signo, const siginfo_t* info, void* ucv) {
+  if (r.signo != signo || r.addr != reinterpret_cast<uintptr_t>(info->si_addr)) return false;
+  const greg_t* now = regs(ucv);
+  for (size_t i = 0; i < sizeof r.regs / sizeof r.regs[0]; ++i) {
+    if (r.regs[i] != now[i]) return false;
+  }
+  return true;
+}
+
+void remember(ThreadState* st, int signo, const siginfo_t* info, void* ucv, bool reported) {
+  st->returned.addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  memcpy(st->returned.regs, regs(ucv), sizeof st->returned.regs);
+  st->returned.reported = reported ? 1 : 0;
+  st->returned.signo = signo;
+}
+
+// Calls the handler faultline hands signo on to, as the kernel would have
+// (its mask blocked, SA_RESETHAND honoured), and says what it did.
+Outcome call(ThreadState* st, int signo, siginfo_t* info, void* ucv, bool reported,
+             Pending* pending) {
+  struct sigaction h = g_crash.previous[signo];
+  if (h.sa_flags & SA_RESETHAND) {
+    g_crash.previous[signo].sa_handler = SIG_DFL;
+    g_crash.previous[signo].sa_flags = 0;
+  }
+  uintptr_t pc = static_cast<uintptr_t>(regs(ucv)[REG_RIP]);
+  uintptr_t sp = static_cast<uintptr_t>(regs(ucv)[REG_RSP]);
+  volatile uint64_t cookie =
+      g_calls.fetch_add(1, std::memory_order_relaxed) * 0x9e3779b97f4a7c15ull ^ st->tid;
+  st->call.cookie = cookie;
+  st->call.signo = signo;
+  st->call.info = *info;
+  st->call.uc = ucv;
+  st->call.reported = reported ? 1 : 0;
+  __atomic_store_n(&st->call.sp, reinterpret_cast<uintptr_t>(&cookie), __ATOMIC_RELEASE);
+  sigset_t block = h.sa_mask, old;
+  sigaddset(&block, signo);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  if (h.sa_flags & SA_SIGINFO) {
+    h.sa_sigaction(signo, info, ucv);
+  } else {
+    h.sa_handler(signo);
+  }
+  __atomic_store_n(&st->call.sp, 0, __ATOMIC_RELEASE);
+  pending->valid = false;
+  bool raised = take_pending(signo, pending);
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  if (st->call.reported && !reported) return Outcome::kReportedInside;
+  if (raised || !still_ours(signo)) return Outcome::kFatal;
+  if (static_cast<uintptr_t>(regs(ucv)[REG_RIP]) != pc ||
+      static_cast<uintptr_t>(regs(ucv)[REG_RSP]) != sp) {
+    return Outcome::kRecovered;
+  }
+  return Outcome::kUnchanged;
+}
+
+// The handler meant the process to die: what it chose takes effect when
+// faultline's handler returns (the re-raised signal is delivered, or the
+// instruction is retried under the disposition it set).
+void let_it_die(int signo, const Pending& pending) {
+  if (still_ours(signo)) {
+    // It raised the signal again without resetting it: step aside, so the
+    // signal reaches the program's handler as it would have.
+    struct sigaction prev = g_crash.previous[signo];
+    if (!is_function(prev)) {
+      prev.sa_handler = SIG_DFL;
+      prev.sa_flags = 0;
+    }
+    g_crash.handled[signo] = false;
+    real_sigaction(signo, &prev, nullptr);
+  } else {
+    g_crash.handled[signo] = false;
+  }
+  if (!pending.valid) return;
+  // Blocked until the return restores the interrupted context's mask.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, signo);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+  siginfo_t si = pending.info;
+  if (syscall(SYS_rt_tgsigqueueinfo, sys_getpid(), sys_gettid(), signo, &si) != 0) {
+    syscall(SYS_tgkill, sys_getpid(), sys_gettid(), signo);
+  }
+}
+
+bool handler_first(int signo) {
+  switch (g_crash.config.chain_order) {
+    case ChainOrder::kReportFirst:
+      return false;
+    case ChainOrder::kHandlerFirst:
+      return true;
+    case ChainOrder::kAuto:
+      break;
+  }
+  return !g_crash.previous_later[signo];
+}
+
+}  // namespace
+
+bool chain_call(int signo, siginfo_t* info, void* ucv) {
+  if (!ucv || signo <= 0 || signo >= 65 || !g_crash.handled[signo]) return false;
+  if (signo != SIGSEGV && signo != SIGBUS && signo != SIGILL && signo != SIGFPE) return false;
+  if (!is_function(g_crash.previous[signo])) return false;
+  ThreadState* st = thread_state();
+  if (!st) return false;
+  bool repeat = same_fault(st->returned, signo, info, ucv);
+  bool reported = repeat && st->returned.reported;
+  st->returned.signo = 0;
+  Pending pending = {};
+  if (handler_first(signo) && !repeat) {
+    switch (call(st, signo, info, ucv, false, &pending)) {
+      case Outcome::kRecovered:
+      case Outcome::kReportedInside:
+        return true;
+      case Outcome::kUnchanged:
+        remember(st, signo, info, ucv, false);
+        return true;
+      case Outcome::kFatal:
+        if (report_crash(signo, info, ucv)) release_ownership();
+        let_it_die(signo, pending);
+        return true;
+    }
+  }
+  // The report first: the handler was installed after faultline (it may
+  // _exit), or it returned from this very fault unchanged before.
+  if (!reported) {
+    if (!report_crash(signo, info, ucv)) {
+      chain(signo, info);  // another thread's crash was reported: hand ours on
+      return true;
+    }
+    release_ownership();
+    reported = true;
+  }
+  switch (call(st, signo, info, ucv, true, &pending)) {
+    case Outcome::kRecovered:
+    case Outcome::kReportedInside:
+      break;
+    case Outcome::kUnchanged:
+      // Retried; if it faults again the same way, no second report.
+      remember(st, signo, info, ucv, reported);
+      break;
+    case Outcome::kFatal:
+      let_it_die(signo, pending);
+      break;
+  }
+  return true;
+}
+
+Nested chain_call_nested(ThreadState* st, void* ucv, int* signo, siginfo_t** info, void** uc) {
+  uintptr_t at = __atomic_load_n(&st->call.sp, __ATOMIC_ACQUIRE);
+  if (!at) return Nested::kNo;
+  // Nested only if the interrupted code ran below the caller's frame on the
+  // same stack and that frame is alive (its cookie is still there). A
+  // record left by a handler that siglongjmp'd away fails this and is
+  // dropped.
+  uintptr_t isp = ucv ? static_cast<uintptr_t>(regs(ucv)[REG_RSP]) : 0;
+  uint64_t cookie = 0;
+  bool nested = isp != 0 && isp < at && at - isp < (uintptr_t{1} << 20) &&
+                safe_read_obj(&cookie, at) && cookie == st->call.cookie;
+  if (!nested) {
+    __atomic_store_n(&st->call.sp, 0, __ATOMIC_RELEASE);
+    return Nested::kNo;
+  }
+  if (st->call.reported) return Nested::kReported;
+  st->call.reported = 1;
+  *signo = st->call.signo;
+  *info = &st->call.info;
+  *uc = st->call.uc;
+  return Nested::kReportIt;
+}
+
+}  // namespace faultline::core

@@ -1,0 +1,148 @@
+"""A program's own fault handler that recovers (a guard-page probe with
+siglongjmp, a JVM-style handler that moves the context's pc, a handler that
+fixes the page and retries), before or behind faultline: a recovered fault
+gives no report and leaves faultline installed, the genuine crash after it
+gets one, a handler that does not recover still gets its report, and the
+exit status is the program's own. Real processes (test/programs/recovering.c,
+CPython's faulthandler)."""
+import os
+import signal
+import sys
+
+import pytest
+
+from hostlib import LIB, SOURCE, fltest
+
+RECOVERING = fltest.program("recovering")
+
+
+def run(tmp_path, *args, **env):
+    d = tmp_path / "reports"
+    d.mkdir(exist_ok=True)
+    env = {"FAULTLINE_DIR": str(d), **env}
+    return fltest.run([RECOVERING, *args], preload=False, env=env, report_dir=str(d), timeout=120)
+
+
+def fault_addresses(r):
+    return sorted(int(rep["signal"]["fault_address"], 16) for rep in r.reports)
+
+
+def one_report_of_the_genuine_crash(r):
+    assert len(r.reports) == 1, (len(r.reports), r.stderr)
+    rep = fltest.validate(r.reports[0])
+    assert rep["signal"]["name"] == "SIGSEGV" and rep["signal"]["fault_address"] == "0x10"
+    assert "main" in fltest.native_symbols(fltest.crashed_thread(rep))
+    assert r.stderr.count("report written to") == 1, r.stderr
+    return rep
+
+
+def test_guard_page_probes_before_faultline_give_no_report_and_faultline_stays(tmp_path):
+    # 200 probes recovered with siglongjmp, one fixed with mprotect and
+    # retried: before, the first probe was reported ("fatal signal") and
+    # faultline stepped aside, so the genuine crash had no report.
+    r = run(tmp_path, "before", "probe", "200")
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    assert r.stdout == "survived 201\n", r.stderr
+    one_report_of_the_genuine_crash(r)
+    assert r.stderr.count("Fatal signal") + r.stderr.count("fatal signal") <= 1, r.stderr
+
+
+def test_a_handler_that_moves_the_pc_recovers_thousands_of_faults_without_reports(tmp_path):
+    r = run(tmp_path, "before", "rewrite", "5000")
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    assert r.stdout == "survived 5000\n", r.stderr
+    one_report_of_the_genuine_crash(r)
+
+
+def test_a_handler_that_returns_without_fixing_gets_the_fault_reported(tmp_path):
+    # The store faults again with every register unchanged: not recovered.
+    # One report, then the program's handler goes on (it _exits on its third call).
+    r = run(tmp_path, "before", "unfixed")
+    assert r.returncode == 42, r.stderr
+    assert len(r.reports) == 1, r.stderr
+    rep = fltest.validate(r.reports[0])
+    assert rep["signal"]["name"] == "SIGSEGV" and rep["signal"]["fault_address"] != "0x10"
+    assert r.stderr.index("report written to") < r.stderr.index("gave up")
+
+
+def test_a_handler_that_aborts_reports_the_fault_and_dies_with_sigabrt(tmp_path):
+    r = run(tmp_path, "before", "abort")
+    assert r.returncode == -signal.SIGABRT, r.stderr
+    one_report_of_the_genuine_crash(r)
+
+
+@pytest.mark.parametrize("order", ["", "auto", "report-first"])
+def test_a_later_handler_kept_behind_faultline_gets_the_report_first(tmp_path, order):
+    # FAULTLINE_STAY_IN_FRONT with a handler installed after faultline: the
+    # report comes first (that handler may _exit), so each recovered fault
+    # leaves a report; faultline stays installed and the genuine crash
+    # after them gets one too.
+    env = {"FAULTLINE_STAY_IN_FRONT": "1"}
+    if order:
+        env["FAULTLINE_CHAIN_ORDER"] = order
+    r = run(tmp_path, "after", "probe", "3", **env)
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    assert r.stdout == "survived 4\n", r.stderr
+    addrs = fault_addresses(r)
+    assert len(addrs) == 5 and addrs[0] == 0x10 and len(set(addrs[1:])) == 1, addrs
+    for rep in r.reports:
+        fltest.validate(rep)
+
+
+def test_handler_first_for_a_later_handler_gives_no_report_for_its_recoveries(tmp_path):
+    r = run(tmp_path, "after", "rewrite", "100", FAULTLINE_STAY_IN_FRONT="1",
+            FAULTLINE_CHAIN_ORDER="handler-first")
+    assert r.returncode == -signal.SIGSEGV and r.stdout == "survived 100\n", r.stderr
+    one_report_of_the_genuine_crash(r)
+
+
+def test_report_first_for_an_earlier_handler_reports_each_fault_and_stays_installed(tmp_path):
+    r = run(tmp_path, "before", "probe", "3", FAULTLINE_CHAIN_ORDER="report-first")
+    assert r.returncode == -signal.SIGSEGV and r.stdout == "survived 4\n", r.stderr
+    addrs = fault_addresses(r)
+    assert len(addrs) == 5 and addrs[0] == 0x10, addrs
+
+
+def test_a_bad_chain_order_is_refused_with_a_warning(tmp_path):
+    r = run(tmp_path, "before", "probe", "3", FAULTLINE_CHAIN_ORDER="sideways")
+    assert "FAULTLINE_CHAIN_ORDER" in r.stderr and "sideways" in r.stderr
+    one_report_of_the_genuine_crash(r)
+
+
+# --- CPython's faulthandler enabled before a late-loaded faultline ---------------------------
+
+JOB = """
+import ctypes, faulthandler, sys
+faulthandler.enable()
+import faultline
+faultline.enable(report_dir=sys.argv[1])
+def kernel():
+    return ctypes.c_int64.from_address(16).value
+kernel()
+"""
+
+
+@pytest.mark.parametrize("order", ["auto", "report-first"])
+def test_faulthandler_before_a_late_load_both_outputs_and_its_reraise(tmp_path, order):
+    # faulthandler runs inside faultline's handler; its sigaction(SIG_DFL)
+    # reaches the kernel (a late load interposes nothing) and its re-raise
+    # stays pending until the report is written, then ends the process.
+    d = tmp_path / "reports"
+    d.mkdir()
+    env = {"PYTHONPATH": os.path.join(SOURCE, "python"), "FAULTLINE_LIB": LIB,
+           "FAULTLINE_CHAIN_ORDER": order}
+    r = fltest.run([sys.executable, "-c", JOB, str(d)], preload=False, env=env,
+                   report_dir=str(d), timeout=120)
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    # faulthandler's header names the thread in hex, faultline's by its id.
+    assert r.stderr.count("Current thread 0x") == 1, r.stderr
+    assert len(r.reports) == 1, r.stderr
+    rep = fltest.validate(r.reports[0])
+    assert rep["signal"]["fault_address"] == "0x10"
+    assert r.stderr.count('line 7 in kernel') == 2, r.stderr
+    faulthandler_at = r.stderr.index("Current thread 0x")
+    report_at = r.stderr.index("report written to")
+    if order == "report-first":
+        assert report_at < faulthandler_at, r.stderr
+    else:
+        assert faulthandler_at < report_at, r.stderr

@@ -1,0 +1,110 @@
+/* A program whose own SIGSEGV handler recovers from faults on a guard page,
+ * installed before faultline (linked; faultline_install() after the
+ * handler) or after it (FAULTLINE_STAY_IN_FRONT=1 keeps faultline in front).
+ * Usage: recovering before|after MODE [COUNT]
+ *   probe    COUNT guard-page probes recovered with siglongjmp, one fixed by
+ *            mprotect (the handler returns and the store is retried), then a
+ *            genuine crash at address 0x10: the handler resets SIGSEGV to
+ *            the default and returns.
+ *   rewrite  COUNT faults recovered by moving the context's pc past the
+ *            faulting store (a JVM's way), then the genuine crash.
+ *   unfixed  the handler returns without fixing anything; on its third
+ *            call it gives up with _exit(42).
+ *   abort    the genuine crash, for which the handler calls abort().
+ * Prints "survived N" once the recoverable faults are behind it. */
+#define _GNU_SOURCE
+#include <faultline/faultline.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+static char* g_page;
+static sigjmp_buf g_jmp;
+static const char* g_mode = "probe";
+static volatile int g_fix; /* probe: fix the page instead of jumping */
+static volatile int g_calls;
+
+extern char after_store[];
+
+/* One store whose end is a known address, so the handler can skip it. */
+__attribute__((noinline)) void store_rewritten(char* p) {
+  __asm__ volatile("movb $1, (%0)\n\t.globl after_store\nafter_store:" : : "r"(p) : "memory");
+}
+
+static void handler(int sig, siginfo_t* si, void* ucv) {
+  ucontext_t* uc = ucv;
+  char* a = si->si_addr;
+  ++g_calls;
+  if (a >= g_page && a < g_page + 4096) {
+    if (!strcmp(g_mode, "unfixed")) {
+      if (g_calls == 3) {
+        static const char msg[] = "gave up\n";
+        write(2, msg, sizeof msg - 1);
+        _exit(42);
+      }
+      return; /* nothing changed: the store faults again */
+    }
+    if (!strcmp(g_mode, "rewrite")) {
+      uc->uc_mcontext.gregs[REG_RIP] = (greg_t)after_store;
+      return;
+    }
+    if (g_fix) {
+      mprotect(g_page, 4096, PROT_READ | PROT_WRITE);
+      return;
+    }
+    siglongjmp(g_jmp, 1);
+  }
+  if (!strcmp(g_mode, "abort")) abort();
+  signal(sig, SIG_DFL); /* not ours: die as without a handler */
+}
+
+static void install_handler(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_SIGINFO;
+  sigaction(SIGSEGV, &sa, NULL);
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) return 2;
+  int before = !strcmp(argv[1], "before");
+  g_mode = argv[2];
+  int count = argc > 3 ? atoi(argv[3]) : 3;
+  g_page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (g_page == MAP_FAILED) return 2;
+  if (before) install_handler();
+  if (faultline_install(NULL) != 0) return 2;
+  if (!before) install_handler();
+  int survived = 0;
+  if (!strcmp(g_mode, "probe")) {
+    for (int i = 0; i < count; ++i) {
+      if (sigsetjmp(g_jmp, 1) == 0) {
+        *(volatile char*)g_page = 1;
+      } else {
+        ++survived;
+      }
+    }
+    g_fix = 1;
+    *(volatile char*)g_page = 1; /* fixed by the handler, then retried */
+    mprotect(g_page, 4096, PROT_NONE);
+    ++survived;
+  } else if (!strcmp(g_mode, "rewrite")) {
+    for (int i = 0; i < count; ++i) {
+      store_rewritten(g_page);
+      ++survived;
+    }
+  } else if (!strcmp(g_mode, "unfixed")) {
+    *(volatile char*)g_page = 1;
+  }
+  printf("survived %d\n", survived);
+  fflush(stdout);
+  *(volatile int*)16 = 3; /* the genuine crash */
+  return 0;
+}
