@@ -111,7 +111,8 @@ typedef struct faultline_options {
    * the report names it in its "minidump" field. Live dumps have none.
    * Default 0 (FAULTLINE_MINIDUMP). */
   int minidump;
-  /* ---- end of layout 2 (FAULTLINE_OPTIONS_SIZE_V2) */
+  /* ---- end of layout 2 (FAULTLINE_OPTIONS_SIZE_V2; its last 4 bytes are
+   * padding, so the next field starts at 104, never inside it) */
 } faultline_options;
 
 #define FAULTLINE_OPTIONS_SIZE_V1 96  /* size .. callback_data */
