@@ -106,9 +106,17 @@ typedef struct faultline_options {
   faultline_crash_callback callback;
   void* callback_data;
   /* ---- end of layout 1 (FAULTLINE_OPTIONS_SIZE_V1) */
+  /* 1: write a minidump (Breakpad's format: lldb, minidump_stackwalk and
+   * Sentry read it) beside each crash report, under the same name with .dmp;
+   * the report names it in its "minidump" field. Live dumps have none.
+   * Default 0 (FAULTLINE_MINIDUMP). */
+  int minidump;
+  /* ---- end of layout 2 (FAULTLINE_OPTIONS_SIZE_V2; its last 4 bytes are
+   * padding, so the next field starts at 104, never inside it) */
 } faultline_options;
 
-#define FAULTLINE_OPTIONS_SIZE_V1 96 /* size .. callback_data */
+#define FAULTLINE_OPTIONS_SIZE_V1 96  /* size .. callback_data */
+#define FAULTLINE_OPTIONS_SIZE_V2 104 /* .. minidump */
 
 /* Fills the first `size` bytes of *opts with the defaults, then applies the
  * FAULTLINE_* environment variables (a bad value is reported on stderr and

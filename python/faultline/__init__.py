@@ -275,7 +275,7 @@ def _hooks():
         _torch.install(sys.modules[__name__])
 
 
-def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signals=None):
+def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signals=None, minidump=None):
     """Like faulthandler.enable(): on SIGSEGV, SIGFPE, SIGABRT, SIGBUS, SIGILL
     (and SIGTRAP) write a faultline report of every thread and
     faulthandler-style text to file (default sys.stderr), then let the
@@ -285,7 +285,9 @@ def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signal
     others are listed with their Python frames). c_stack is accepted for faulthandler's sake: native
     frames are always captured. report_dir: where reports go (default
     FAULTLINE_DIR, else the current directory). signals: an iterable of
-    signals instead of the default set. Loads libfaultline.so if the process
+    signals instead of the default set. minidump: True or False to write
+    a minidump beside each crash report or not (default FAULTLINE_MINIDUMP,
+    else the library's default). Loads libfaultline.so if the process
     does not have it yet; raises RuntimeError when it cannot be loaded."""
     global _report_dir
     fd = _text_fd(file)
@@ -304,6 +306,8 @@ def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signal
                 raise ValueError(f"signal number {n} out of range")
             mask |= 1 << n
         opts.signals = mask
+    if minidump is not None:
+        opts.minidump = 1 if minidump else 0
     _set_text_fd(fd)
     _install(opts)
     _hooks()

@@ -48,6 +48,7 @@ BREADCRUMBS_MAX = 64
 CALLBACK_VALUE_MAX = 1023
 CALLBACK_PAIRS_MAX = 32
 OPTIONS_SIZE_V1 = 96
+OPTIONS_SIZE_V2 = 104
 
 
 class Options(ctypes.Structure):
@@ -71,6 +72,7 @@ class Options(ctypes.Structure):
         ("stay_in_front", ctypes.c_int),
         ("callback", ctypes.c_void_p),
         ("callback_data", ctypes.c_void_p),
+        ("minidump", ctypes.c_int),
     ]
 
 

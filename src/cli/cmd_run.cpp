@@ -211,6 +211,10 @@ int run_command(const RunArgs& a) {
   if (a.no_stderr) set.emplace_back("FAULTLINE_STDERR", "0");
   if (a.max_frames > 0) set.emplace_back("FAULTLINE_MAX_FRAMES", std::to_string(a.max_frames));
   if (a.watchdog >= 0) set.emplace_back("FAULTLINE_WATCHDOG", std::to_string(a.watchdog));
+  // Reports that go to Sentry carry their minidump (an event.minidump
+  // attachment), unless the environment says otherwise.
+  if (!a.upload.empty() && !std::getenv("FAULTLINE_MINIDUMP"))
+    set.emplace_back("FAULTLINE_MINIDUMP", "1");
   set.emplace_back("FAULTLINE_DUMP_SIGNAL", a.no_dump ? "0" : a.dump_signal);
   if (a.timeout > 0) {
     set.emplace_back("FAULTLINE_DUMP_AFTER", std::to_string(a.timeout));
@@ -508,7 +512,8 @@ void add_run_command(CLI::App& app, int& status) {
                 "the libfaultline.so to preload (default: found beside faultline)");
   r->add_flag("-q,--quiet", run->quiet, "do not print where reports are");
   r->add_option("--upload", run->upload,
-                "after the command ends, send its new reports to Sentry at this DSN (see "
+                "after the command ends, send its new reports to Sentry at this DSN, each with its "
+                "minidump (FAULTLINE_MINIDUMP=1 unless set; see "
                 "`faultline upload`)");
   r->add_option("COMMAND", run->command, "the command and its arguments (after --)")->required();
   r->callback([run, &status] {

@@ -7,6 +7,7 @@
 #include "core/crash.h"
 #include "core/diagnosis.h"
 #include "core/elf_symbols.h"
+#include "core/minidump_file.h"
 #include "core/module_snapshot.h"
 #include "core/safe_read.h"
 #include "core/str.h"
@@ -186,6 +187,11 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
       c->callback_items = w.items;
       c->ncallback_items = w.count;
     });
+  }
+  // Last of the slow phases: whatever happens to it, the report is whole.
+  if (cfg.minidump && kind != CaptureKind::kDump) {
+    run_phase(Phase::kMinidump, c, [&] { write_minidump_file(c); });
+    discard_minidump_file(/*owner=*/true);  // abandoned half-written: no temporary left
   }
   run_phase(Phase::kDiagnosis, c, [&] { diagnose(c); });
 }

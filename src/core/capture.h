@@ -62,6 +62,10 @@ struct Capture {
     uint64_t ns;
   } phases[kMaxPhases];
   int nphases;
+  // The minidump beside the report (minidump_file.h): its file name in the
+  // report directory ("" when none was written) and size.
+  char minidump_file[160];
+  uint64_t minidump_bytes;
   // Diagnosis (computed after capture).
   char summary[512];
   const char* category;

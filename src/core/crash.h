@@ -55,6 +55,7 @@ struct Config {
   int watchdog_seconds{};
   size_t arena_bytes{};
   ChainOrder chain_order{ChainOrder::kAuto};  // FAULTLINE_CHAIN_ORDER
+  bool minidump{};  // a minidump beside each crash report (FAULTLINE_MINIDUMP)
   // Process facts gathered at install.
   bool scrub{true};        // secrets in argv filtered (FAULTLINE_SCRUB)
   char scrub_keys[512]{};  // FAULTLINE_SCRUB_KEYS: more sensitive words, comma-separated

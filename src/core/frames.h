@@ -58,6 +58,21 @@ enum class Unwinder : uint8_t {
   kCfiThenLibunwind  // the CFI unwinder, then libunwind where it stopped
 };
 
+// A thread's registers as its signal context gave them, and the window of
+// its stack above the stack pointer, both taken when the thread answered the
+// stack request (for the minidump): the context lives in a signal frame that
+// is gone once the thread has answered, and the thread runs on (a sleep
+// interrupted by the request returns EINTR and its caller moves on).
+struct ThreadRegs {
+  greg_t gregs[NGREG];
+  struct _libc_fpstate fp;  // the FXSAVE area
+  bool have_fp;
+  char* stack;           // room for the stack window; nullptr: read it when writing
+  size_t stack_cap;      // its size
+  uint64_t stack_start;  // address of the first byte copied
+  size_t stack_len;      // bytes copied
+};
+
 struct ThreadCapture {
   pid_t tid;
   char name[32];
@@ -74,6 +89,7 @@ struct ThreadCapture {
   const char* note;  // why not captured, etc.
   char proc_state;   // the state letter from /proc stat, 0 if unknown
   char wchan[48];    // from /proc wchan, for threads that did not answer
+  ThreadRegs* regs;  // other threads' registers, when a minidump is written; else nullptr
 };
 
 constexpr int kMaxErrors = 32;

@@ -119,6 +119,9 @@ struct __attribute__((packed)) DirectoryEntry {
 // at a time: the owner of the crash). `pos` is the file offset of buf[0].
 constexpr size_t kBufSize = 128 * 1024;
 char g_buf[kBufSize];
+// A thread's stack window is reserved in g_buf in one piece (put_stack).
+static_assert(kMinidumpMaxStack <= kBufSize, "the stack window fits the output buffer");
+static_assert(kMinidumpDefaultStack <= kMinidumpMaxStack, "the default window is within the cap");
 
 struct Out {
   int fd;
@@ -281,30 +284,22 @@ void fill_context(ContextAmd64* ctx, const MinidumpThread& t) {
   }
 }
 
-// A window of the stack from just below the stack pointer (the red zone)
-// upwards: the whole window when it is readable, else page by page up to the
-// first page that is not.
-MemoryDescriptor put_stack(Out& o, uint64_t sp, size_t window) {
+// A thread's stack window (minidump_read_stack), or the copy taken earlier.
+MemoryDescriptor put_stack(Out& o, const MinidumpThread& t, uint64_t sp, size_t window) {
   MemoryDescriptor d = {};
-  if (sp < 128 || window == 0) return d;
-  uint64_t start = (sp - 128) & ~uint64_t{15};
   o.align8();
-  d.start = start;
   d.memory.rva = o.rva();
-  char* dst = o.reserve(window);
   size_t got = 0;
-  if (safe_read(dst, start, window)) {
-    got = window;
+  if (t.stack) {
+    got = t.stack_len < window ? t.stack_len : window;
+    d.start = t.stack_start;
+    o.put(t.stack, got);
   } else {
-    while (got < window) {
-      uint64_t at = start + got;
-      size_t chunk = 4096 - (at & 4095);
-      if (chunk > window - got) chunk = window - got;
-      if (!safe_read(dst + got, at, chunk)) break;
-      got += chunk;
-    }
+    uint64_t start = 0;
+    got = minidump_read_stack(o.reserve(window), sp, window, &start);
+    d.start = start;
+    o.len += got;
   }
-  o.len += got;
   d.memory.data_size = static_cast<uint32_t>(got);
   if (got == 0) d = MemoryDescriptor{};
   return d;
@@ -387,6 +382,22 @@ Location g_module_cv[kMaxDumpModules];
 
 }  // namespace
 
+size_t minidump_read_stack(char* dst, uint64_t sp, size_t window, uint64_t* start) {
+  *start = 0;
+  if (sp < 128 || window == 0) return 0;
+  *start = (sp - 128) & ~uint64_t{15};
+  if (safe_read(dst, *start, window)) return window;
+  size_t got = 0;
+  while (got < window) {
+    uint64_t at = *start + got;
+    size_t chunk = 4096 - (at & 4095);
+    if (chunk > window - got) chunk = window - got;
+    if (!safe_read(dst + got, at, chunk)) break;
+    got += chunk;
+  }
+  return got;
+}
+
 bool write_minidump(int fd, const MinidumpInput& in, MinidumpResult* result) {
   Out o = {fd, 0, 0, 0};
   Streams st = {};
@@ -410,7 +421,7 @@ bool write_minidump(int fd, const MinidumpInput& in, MinidumpResult* result) {
     g_thread_out[i].context = Location{sizeof ctx, o.rva()};
     o.put(&ctx, sizeof ctx);
     if (t.tid == in.crashed_tid) crash_context = g_thread_out[i].context;
-    g_thread_out[i].stack = t.gregs ? put_stack(o, ctx.rsp, window) : MemoryDescriptor{};
+    g_thread_out[i].stack = t.gregs ? put_stack(o, t, ctx.rsp, window) : MemoryDescriptor{};
   }
   o.align8();
   uint32_t list_rva = o.rva();

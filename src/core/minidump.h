@@ -28,6 +28,11 @@ struct MinidumpThread {
   pid_t tid;
   const greg_t* gregs;                 // NGREG registers in ucontext order; nullptr: unknown
   const struct _libc_fpstate* fpregs;  // the FXSAVE area; nullptr: none
+  // The stack window as copied when the registers were taken (see
+  // minidump_read_stack); nullptr: read it from the stack pointer now.
+  const char* stack;
+  uint64_t stack_start;
+  size_t stack_len;
 };
 
 struct MinidumpInput {
@@ -50,6 +55,12 @@ struct MinidumpResult {
   uint64_t bytes;  // file size
   int err;         // errno of the failure, 0 on success
 };
+
+// Copies the stack window of a thread whose stack pointer is sp into dst
+// (window bytes at most): from just below sp (the red zone) upwards, the
+// whole window when it is readable, else page by page up to the first page
+// that is not. Returns the bytes copied; *start receives their address.
+size_t minidump_read_stack(char* dst, uint64_t sp, size_t window, uint64_t* start);
 
 // Writes the minidump to fd (a new, empty, seekable file). Returns false on a
 // write error (result->err says which).

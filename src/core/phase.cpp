@@ -20,6 +20,7 @@ constexpr PhaseInfo kPhases[] = {
     {"python", "python: fault while walking the interpreter"},
     {"annotations", "annotations: fault while copying annotations"},
     {"callback", "callback: fault inside the user callback"},
+    {"minidump", "minidump: fault or timeout while writing the minidump; no minidump"},
     {"diagnosis", "diagnosis: fault while diagnosing"},
     {"writing the report", "writing the report"},
     {"torchelastic error file", "torchelastic error file"},

@@ -21,6 +21,7 @@ enum class Phase : uint8_t {
   kPython,
   kAnnotations,
   kCallback,
+  kMinidump,
   kDiagnosis,
   // After the capture.
   kWriteReport,

@@ -72,9 +72,9 @@ void add_host(StrBuf& b) {
   }
 }
 
-// faultline-<UTC>-<host>-<pid>-<tid>-<random>.json: unique across hosts
+// faultline-<UTC>-<host>-<pid>-<tid>-<random><ext>: unique across hosts
 // sharing a directory, pid namespaces (every container's pid 1), and calls.
-void make_name(const Capture& c, char* name, size_t size) {
+void make_name(const Capture& c, char* name, size_t size, const char* ext) {
   char stamp[16];
   format_compact(stamp, c.time_sec);
   StrBuf n(name, size);
@@ -82,15 +82,16 @@ void make_name(const Capture& c, char* name, size_t size) {
   add_host(n);
   n.add("-").add_dec(c.pid).add("-").add_dec(c.tid).add("-");
   add_random(n);
-  n.add(".json");
+  n.add(ext);
 }
 
-// Moves `tmp` to a new name; never replaces an existing file (another
-// process's report, or anything a user put there). On a name that exists,
-// tries another random one.
-bool publish(const Capture& c, int dir_fd, const char* tmp, char* name, size_t size, int* err) {
+// Moves `tmp` to `name`; never replaces an existing file (another process's
+// report, or anything a user put there). On a name that exists, tries
+// another random one.
+bool publish(const Capture& c, int dir_fd, const char* tmp, char* name, size_t size,
+             const char* ext, int* err) {
   for (int attempt = 0; attempt < 16; ++attempt) {
-    if (attempt > 0) make_name(c, name, size);
+    if (attempt > 0) make_name(c, name, size, ext);
     long rc = syscall(SYS_renameat2, dir_fd, tmp, dir_fd, name, RENAME_NOREPLACE);
     if (rc == 0) return true;
     int e = errno;
@@ -127,22 +128,90 @@ bool publish(const Capture& c, int dir_fd, const char* tmp, char* name, size_t s
   return false;
 }
 
-// Restores SIGXFSZ's disposition when the write is over.
-struct IgnoreFileSizeSignal {
-  struct sigaction old;
-  IgnoreFileSizeSignal() {
-    // Past RLIMIT_FSIZE a write raises SIGXFSZ, which would end the process
-    // mid-report (exit 153, no report, no stderr copy). Ignored, the write
-    // fails with EFBIG and the stderr fallback runs.
-    struct sigaction ign = {};
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    real_sigaction(SIGXFSZ, &ign, &old);
+// The report directory: the descriptor opened at install, or, if the
+// program closed it (daemons close all fds) or reused its number for another
+// file, the directory opened again by its path. -1 with *err set if neither.
+int report_dir_fd(int* err) {
+  const Config& cfg = g_crash.config;
+  int dir_fd = cfg.dir_fd;
+  if (dir_fd < 0) {
+    *err = cfg.dir_errno;
+    return -1;
   }
-  ~IgnoreFileSizeSignal() { real_sigaction(SIGXFSZ, &old, nullptr); }
-};
+  if (!fd_still(dir_fd, g_crash.dir_id)) {
+    dir_fd = open(cfg.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0) *err = errno;
+  }
+  return dir_fd;
+}
 
 }  // namespace
+
+IgnoreFileSizeSignal::IgnoreFileSizeSignal() {
+  // Past RLIMIT_FSIZE a write raises SIGXFSZ, which would end the process
+  // mid-report (exit 153, no report, no stderr copy). Ignored, the write
+  // fails with EFBIG and the stderr fallback runs.
+  struct sigaction ign = {};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  real_sigaction(SIGXFSZ, &ign, &old);
+}
+
+IgnoreFileSizeSignal::~IgnoreFileSizeSignal() {
+  real_sigaction(SIGXFSZ, &old, nullptr);
+}
+
+bool report_temp_open(ReportTemp* t) {
+  t->fd = -1;
+  t->tmp[0] = '\0';
+  t->err = 0;
+  t->dir_fd = report_dir_fd(&t->err);
+  if (t->dir_fd < 0) return false;
+  // A random temporary name: in a shared sticky directory another user
+  // cannot guess it to block the report with a file of their own.
+  for (int attempt = 0; attempt < 16 && t->fd < 0; ++attempt) {
+    StrBuf n(t->tmp, sizeof t->tmp);
+    n.add(".faultline-");
+    add_random(n);
+    n.add(".tmp");
+    t->fd = openat(t->dir_fd, t->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (t->fd < 0 && errno != EEXIST) break;
+  }
+  if (t->fd >= 0) return true;
+  t->err = errno;
+  t->tmp[0] = '\0';
+  report_temp_discard(t);
+  return false;
+}
+
+bool report_temp_publish(ReportTemp* t, const Capture& c, const char* ext, char* name,
+                         size_t size) {
+  bool ok = true;
+  if (fsync(t->fd) != 0 && errno != EINVAL) {
+    // fsync failing (EIO, ENOSPC on some filesystems) means the data may
+    // not be there.
+    t->err = errno;
+    ok = false;
+  }
+  close(t->fd);
+  t->fd = -1;
+  if (ok) {
+    if (!name[0]) make_name(c, name, size, ext);
+    ok = publish(c, t->dir_fd, t->tmp, name, size, ext, &t->err);
+  }
+  if (ok) t->tmp[0] = '\0';
+  report_temp_discard(t);
+  return ok;
+}
+
+void report_temp_discard(ReportTemp* t) {
+  if (t->fd >= 0) close(t->fd);
+  t->fd = -1;
+  if (t->dir_fd >= 0 && t->tmp[0]) unlinkat(t->dir_fd, t->tmp, 0);
+  t->tmp[0] = '\0';
+  if (t->dir_fd >= 0 && t->dir_fd != g_crash.config.dir_fd) close(t->dir_fd);
+  t->dir_fd = -1;
+}
 
 void announce_report(const Capture& c, bool written) {
   IgnoreFileSizeSignal no_sigxfsz;
@@ -171,52 +240,29 @@ void announce_report(const Capture& c, bool written) {
 bool write_report(const Capture& c, bool announce) {
   IgnoreFileSizeSignal no_sigxfsz;
   const Config& cfg = g_crash.config;
-  char name[160], tmp[64];
-  make_name(c, name, sizeof name);
-
-  int err = cfg.dir_fd < 0 ? cfg.dir_errno : 0;
-  bool written = false;
-  int dir_fd = cfg.dir_fd;
-  if (dir_fd >= 0 && !fd_still(dir_fd, g_crash.dir_id)) {
-    // The program closed our descriptor (daemons close all fds), or reused
-    // its number for another file: open the directory again by its path.
-    dir_fd = open(cfg.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd < 0) err = errno;
+  // The minidump's name stem when there is one: the two files pair up.
+  char name[160] = "";
+  if (c.minidump_file[0]) {
+    StrBuf n(name, sizeof name);
+    size_t len = str_len(c.minidump_file);
+    n.add_n(c.minidump_file, len > 4 ? len - 4 : len).add(".json");  // "<stem>.dmp"
   }
-  if (dir_fd >= 0) {
-    // A random temporary name: in a shared sticky directory another user
-    // cannot guess it to block the report with a file of their own.
-    int fd = -1;
-    for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
-      StrBuf t(tmp, sizeof tmp);
-      t.add(".faultline-");
-      add_random(t);
-      t.add(".tmp");
-      fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-      if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-      err = errno;
+  bool written = false;
+  ReportTemp t;
+  if (report_temp_open(&t)) {
+    g_handler.phase.store(Phase::kWriteReport, std::memory_order_release);
+    written = write_json_report(c, cfg, t.fd, &t.err);
+    if (written) {
+      written = report_temp_publish(&t, c, ".json", name, sizeof name);
     } else {
-      g_handler.phase.store(Phase::kWriteReport, std::memory_order_release);
-      written = write_json_report(c, cfg, fd, &err);
-      if (written && fsync(fd) != 0 && errno != EINVAL) {
-        // fsync failing (EIO, ENOSPC on some filesystems) means the data may
-        // not be there.
-        err = errno;
-        written = false;
-      }
-      close(fd);
-      if (written) written = publish(c, dir_fd, tmp, name, sizeof name, &err);
-      if (!written) unlinkat(dir_fd, tmp, 0);
+      report_temp_discard(&t);
     }
-    if (dir_fd != cfg.dir_fd) close(dir_fd);
   }
   if (written) {
     StrBuf last(g_handler.last_report, sizeof g_handler.last_report);
     last.add(cfg.dir).add("/").add(name);
   }
-  g_handler.write_errno = err;
+  g_handler.write_errno = t.err;
   if (announce) announce_report(c, written);
   return written;
 }

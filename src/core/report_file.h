@@ -1,11 +1,45 @@
-// The report file: <dir>/.faultline-<time>-<pid>-<tid>[-<n>].json.tmp,
-// written, fsync'd and renamed, so a reader never sees half a report. When
-// no file can be made, the JSON goes to stderr between markers instead.
+// The report files: written to a random <dir>/.faultline-<random>.tmp,
+// fsync'd and renamed with RENAME_NOREPLACE to
+// faultline-<time>-<host>-<pid>-<tid>-<random>.json (or .dmp, the minidump,
+// under the same stem), so a reader never sees half a file and no file is
+// ever replaced. When no report file can be made, the JSON goes to stderr
+// between markers instead.
 #pragma once
+
+#include <signal.h>
+#include <stddef.h>
 
 namespace faultline::core {
 
 struct Capture;
+
+// SIGXFSZ ignored while it lives: past RLIMIT_FSIZE a write fails with EFBIG
+// instead of ending the process mid-file.
+struct IgnoreFileSizeSignal {
+  struct sigaction old;
+  IgnoreFileSizeSignal();
+  ~IgnoreFileSizeSignal();
+  IgnoreFileSizeSignal(const IgnoreFileSizeSignal&) = delete;
+  IgnoreFileSizeSignal& operator=(const IgnoreFileSizeSignal&) = delete;
+};
+
+// A new file under a random temporary name in the report directory.
+struct ReportTemp {
+  int dir_fd;    // the report directory (closed by publish/discard when reopened)
+  int fd;        // the temporary file, -1 once closed
+  char tmp[64];  // its name, "" once published or removed
+  int err;       // errno of the failure
+};
+
+// Creates the temporary file; false (t->err set) if it cannot.
+bool report_temp_open(ReportTemp* t);
+// fsyncs and closes it, then renames it to `name` (when name is "", a new
+// name with the extension ext; a name that exists is never replaced: another
+// random one is tried and written back into name). False (t->err set) on
+// failure, the temporary file removed.
+bool report_temp_publish(ReportTemp* t, const Capture& c, const char* ext, char* name, size_t size);
+// Closes and removes the temporary file (idempotent).
+void report_temp_discard(ReportTemp* t);
 
 // Writes c as the report file. With announce, also says on stderr where it
 // went (announce_report). True when the file was written.

@@ -411,6 +411,10 @@ void write_faultline(JsonWriter& w, const Capture& c) {
     w.unum(c.threads_park_ns);
   }
   w.end_object();
+  if (c.minidump_file[0]) {
+    w.key("minidump_bytes");
+    w.unum(c.minidump_bytes);
+  }
   w.field_str("safe_read", safe_read_method_name());
   w.key("arena_bytes_used");
   w.unum(g_crash.arena.used());
@@ -452,6 +456,13 @@ bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err) {
   write_crashed_tid(w, c);
   write_threads(w, c);
   write_modules(w, c);
+  // The minidump beside this report (same directory), or null.
+  w.key("minidump");
+  if (c.minidump_file[0]) {
+    w.str(c.minidump_file);
+  } else {
+    w.null();
+  }
   write_app_data(w, c);
   write_faultline(w, c);
   w.end_object();

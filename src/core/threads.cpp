@@ -12,6 +12,7 @@
 #include <atomic>
 
 #include "core/crash.h"
+#include "core/minidump_file.h"
 #include "core/recover.h"
 #include "core/sigaction_real.h"
 #include "core/str.h"
@@ -157,6 +158,7 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     const ucontext_t* uc = secondary ? secondary : static_cast<ucontext_t*>(ucv);
     // Our own name, without three /proc system calls in the owner.
     prctl(PR_GET_NAME, r.slot->name, 0, 0, 0);
+    if (r.slot->regs) minidump_save_thread(r.slot->regs, uc);
     if (secondary) r.slot->note = "this thread crashed too, after the first crash";
     if (stack_is_roomy()) {
       // Unwind ourselves, here: another thread may hold the loader's lock
@@ -323,6 +325,7 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
     ThreadCapture* t = &threads[i];
     if (i < max_with_stacks) {
       t->frames = arena->alloc_array<NativeFrame>(static_cast<size_t>(max_frames));
+      t->regs = minidump_thread_room(arena);
     }
     if (i >= max_with_stacks || nreq >= kMaxRequests || !t->frames) {
       t->note = "over the thread cap (FAULTLINE_MAX_THREADS): stack not captured";

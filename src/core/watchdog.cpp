@@ -11,6 +11,7 @@
 #include "core/crash.h"
 #include "core/diagnosis.h"
 #include "core/handler_state.h"
+#include "core/minidump_file.h"
 #include "core/raw_log.h"
 #include "core/recover.h"
 #include "core/report_file.h"
@@ -38,6 +39,7 @@ void write_partial_report() {
   c->errors.add(
       "watchdog: the capture was stuck; another thread wrote this report with what had been "
       "captured");
+  discard_minidump_file(/*owner=*/false);
   ThreadState* ts = thread_state();
   if (!ts) {
     diagnose(c);

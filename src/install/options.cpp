@@ -47,7 +47,9 @@ const void* g_v0_struct = nullptr;
 namespace {
 
 // The sizes of the published layouts, oldest first; the last is this one's.
-constexpr size_t kLayouts[] = {FAULTLINE_OPTIONS_SIZE_V1};
+constexpr size_t kLayouts[] = {FAULTLINE_OPTIONS_SIZE_V1, FAULTLINE_OPTIONS_SIZE_V2};
+static_assert(offsetof(faultline_options, minidump) == FAULTLINE_OPTIONS_SIZE_V1,
+              "layout 2 starts where layout 1 ends");
 constexpr size_t kLayoutCount = sizeof kLayouts / sizeof kLayouts[0];
 static_assert(kLayouts[kLayoutCount - 1] == sizeof(faultline_options),
               "a field was added: publish FAULTLINE_OPTIONS_SIZE_Vn and list it here");

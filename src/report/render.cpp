@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "report/torch_hints.h"
@@ -317,6 +318,13 @@ std::string render_text(const Report& r, const TextOptions& options) {
   field("Report",
         fmt::format("{}, faultline {}{}", or_unknown(r.kind), or_unknown(r.faultline_version),
                     r.path.empty() ? "" : ", " + r.path));
+  // The minidump written beside the report (same directory), for lldb and
+  // the minidump tools.
+  std::string minidump = string_field(r.raw, "minidump");
+  if (!minidump.empty() && minidump.find('/') == std::string::npos) {
+    std::string dir = r.path.empty() ? "" : std::filesystem::path(r.path).parent_path().string();
+    field("Minidump", escape_controls(dir.empty() ? minidump : dir + "/" + minidump));
+  }
 
   auto threads = r.threads_crashed_first();
   if (threads.empty()) out += "\nNo threads in this report.\n";

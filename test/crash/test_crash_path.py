@@ -138,15 +138,21 @@ def test_no_crash_no_report():
 
 
 def test_report_file_is_private_and_complete():
-    r = fltest.run([CRASHER, "null-read"])
-    names = os.listdir(r.report_dir)
-    assert len(names) == 1 and names[0].startswith("faultline-") and names[0].endswith(".json")
-    st = os.stat(os.path.join(r.report_dir, names[0]))
-    assert stat.S_IMODE(st.st_mode) == 0o600
+    r = fltest.run([CRASHER, "null-read"], env={"FAULTLINE_MINIDUMP": "1"})
+    names = sorted(os.listdir(r.report_dir))
+    # The report and its minidump, under one name stem; nothing else (no
+    # temporary file left).
+    assert len(names) == 2 and names[1] == names[0][:-len(".dmp")] + ".json", names
+    assert r.report["minidump"] == names[0]
+    for name in names:
+        st = os.stat(os.path.join(r.report_dir, name))
+        assert stat.S_IMODE(st.st_mode) == 0o600
     pid = r.report["process"]["pid"]
     # faultline-<time>-<host>-<pid>-<tid>-<16 hex>.json
     assert re.fullmatch(rf"faultline-\d{{8}}T\d{{6}}-[A-Za-z0-9._]+-{pid}-{pid}-[0-9a-f]{{1,16}}\.json",
-                        names[0]), names[0]
+                        names[1]), names[1]
+    r = fltest.run([CRASHER, "null-read"], env={"FAULTLINE_MINIDUMP": "0"})
+    assert len(os.listdir(r.report_dir)) == 1 and r.report["minidump"] is None
 
 
 def test_two_crashes_never_collide():
@@ -178,7 +184,7 @@ def test_read_only_directory_after_start(tmp_path):
         if os.geteuid() != 0:
             assert "report follows on stderr" in r.stderr
         else:
-            assert len(os.listdir(d)) == 1
+            assert len([n for n in os.listdir(d) if n.endswith(".json")]) == 1
     finally:
         os.chmod(d, 0o700)
 

@@ -139,6 +139,18 @@ def test_enable_report_dir_and_all_threads_false(tmp_path):
     assert [f for f in other["frames"] if f["kind"] == "native"] == []
 
 
+@pytest.mark.parametrize("minidump", [True, False])
+def test_enable_minidump(tmp_path, minidump):
+    r = crash(tmp_path, preload=True, setup=f"faultline.enable(minidump={minidump!r})")
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    rep = r.report
+    dumps = [n for n in os.listdir(r.report_dir) if n.endswith(".dmp")]
+    if minidump:
+        assert dumps == [rep["minidump"]]
+    else:
+        assert dumps == [] and rep["minidump"] is None
+
+
 def test_breadcrumbs_and_annotations_reach_report_and_sentry(tmp_path, mode):
     preload = loaded(mode)
     r = crash(tmp_path, preload=preload, setup="""

@@ -209,8 +209,10 @@ def test_run_upload_sends_the_crash_report(server):
         (h, payload), = env.of_type("attachment", "event.attachment")
         report = json.loads(payload)
         assert report["kind"] == "crash" and h["filename"].startswith("faultline-")
-        if report.get("minidump"):
-            (mh, dump), = env.of_type("attachment", "event.minidump")
-            assert mh["filename"] == report["minidump"] and dump.startswith(b"MDMP")
+        # run --upload turns the minidump on: the crash's own minidump is sent.
+        assert report["minidump"], report["faultline"]["errors"]
+        (mh, dump), = env.of_type("attachment", "event.minidump")
+        assert mh["filename"] == report["minidump"] and dump.startswith(b"MDMP")
+        assert len(dump) == report["faultline"]["minidump_bytes"]
     finally:
         shutil.rmtree(d, ignore_errors=True)
