@@ -115,7 +115,9 @@ void write_minidump_file(Capture* c) {
 }
 
 ThreadRegs* minidump_thread_room(Arena* arena) {
-  if (!g_crash.config.minidump) return nullptr;
+  // Crashes only: a live dump has no minidump.
+  const Capture* c = g_crash.capture;
+  if (!g_crash.config.minidump || !c || c->kind == CaptureKind::kDump) return nullptr;
   ThreadRegs* r = arena->alloc_array<ThreadRegs>(1);
   if (r && arena->used() + kMinidumpDefaultStack <= arena->capacity() / 4) {
     // Not zeroed: the thread fills what it copies, and the pages it does

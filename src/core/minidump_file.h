@@ -29,7 +29,8 @@ void discard_minidump_file(bool owner);
 
 // The threads phase, for a thread other than the crashing one: room for its
 // registers and, while the stack copies stay within a quarter of the arena,
-// for its stack window. nullptr when no minidump is written.
+// for its stack window. nullptr when no minidump is written (the setting is
+// off, or the capture is a live dump).
 ThreadRegs* minidump_thread_room(Arena* arena);
 
 // On the thread itself, answering the stack request: copies its registers
