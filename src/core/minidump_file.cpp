@@ -138,8 +138,8 @@ void minidump_save_thread(ThreadRegs* r, const ucontext_t* uc) {
   }
 }
 
-void discard_minidump_file(bool owner) {
-  if (!g_pending.exchange(false, std::memory_order_acq_rel)) return;
+bool discard_minidump_file(bool owner) {
+  if (!g_pending.exchange(false, std::memory_order_acq_rel)) return false;
   if (owner) {
     report_temp_discard(&g_temp);
   } else if (g_temp.dir_fd >= 0 && g_temp.tmp[0]) {
@@ -147,6 +147,7 @@ void discard_minidump_file(bool owner) {
     // so the number is never reused under it.
     unlinkat(g_temp.dir_fd, g_temp.tmp, 0);
   }
+  return true;
 }
 
 }  // namespace faultline::core
