@@ -27,16 +27,22 @@ void Arena::release() {
   size_ = used_ = 0;
 }
 
-void* Arena::alloc(size_t n, size_t align) {
+void* Arena::alloc_uninit(size_t n, size_t align) {
   size_t start = (used_ + align - 1) & ~(align - 1);
   if (!base_ || start + n > size_ || start + n < start) {
     exhausted_ = true;
     return nullptr;
   }
-  char* p = base_ + start;
-  // The arena may hold a previous dump's data: zero what we hand out.
-  for (size_t i = 0; i < n; ++i) p[i] = 0;
   used_ = start + n;
+  return base_ + start;
+}
+
+void* Arena::alloc(size_t n, size_t align) {
+  char* p = static_cast<char*>(alloc_uninit(n, align));
+  // The arena may hold a previous dump's data: zero what we hand out.
+  if (p) {
+    for (size_t i = 0; i < n; ++i) p[i] = 0;
+  }
   return p;
 }
 

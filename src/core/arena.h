@@ -23,6 +23,9 @@ class Arena {
   void release();
   // Async-signal-safe. Returns zeroed memory or nullptr when exhausted.
   void* alloc(size_t n, size_t align = 16);
+  // The same without zeroing (nor touching) it: for a big buffer the caller
+  // fills before reading, whose untouched pages then cost nothing.
+  void* alloc_uninit(size_t n, size_t align = 16);
   template <typename T>
   T* alloc_array(size_t count) {
     return static_cast<T*>(alloc(sizeof(T) * count, alignof(T)));

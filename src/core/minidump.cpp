@@ -387,13 +387,21 @@ size_t minidump_read_stack(char* dst, uint64_t sp, size_t window, uint64_t* star
   if (sp < 128 || window == 0) return 0;
   *start = (sp - 128) & ~uint64_t{15};
   if (safe_read(dst, *start, window)) return window;
+  // Page by page. Unreadable pages at the start are skipped: a stack
+  // overflow leaves the red zone, or sp itself, in the guard page, and the
+  // frames are above it.
+  uint64_t end = *start + window;
   size_t got = 0;
-  while (got < window) {
-    uint64_t at = *start + got;
+  for (uint64_t at = *start; at < end;) {
     size_t chunk = 4096 - (at & 4095);
-    if (chunk > window - got) chunk = window - got;
-    if (!safe_read(dst + got, at, chunk)) break;
+    if (chunk > end - at) chunk = static_cast<size_t>(end - at);
+    if (!safe_read(dst + got, at, chunk)) {
+      if (got) break;
+      *start = at += chunk;  // nothing yet: try the next page
+      continue;
+    }
     got += chunk;
+    at += chunk;
   }
   return got;
 }

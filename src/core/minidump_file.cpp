@@ -118,7 +118,9 @@ ThreadRegs* minidump_thread_room(Arena* arena) {
   if (!g_crash.config.minidump) return nullptr;
   ThreadRegs* r = arena->alloc_array<ThreadRegs>(1);
   if (r && arena->used() + kMinidumpDefaultStack <= arena->capacity() / 4) {
-    r->stack = static_cast<char*>(arena->alloc(kMinidumpDefaultStack, 16));
+    // Not zeroed: the thread fills what it copies, and the pages it does
+    // not reach are never touched.
+    r->stack = static_cast<char*>(arena->alloc_uninit(kMinidumpDefaultStack, 16));
     r->stack_cap = r->stack ? kMinidumpDefaultStack : 0;
   }
   return r;
