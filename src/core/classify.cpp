@@ -61,6 +61,14 @@ constexpr Origin kTritonPy = {"triton", "the Triton runtime", false, false};
 constexpr Origin kInductorKernel = {"inductor", "an Inductor-generated C++ kernel", false, true};
 constexpr Origin kInductorOutput = {"inductor", "Inductor output code", false, true};
 constexpr Origin kInductorPy = {"inductor", "the Inductor compiler", false, false};
+// AOTInductor: a model compiled ahead of time into a package (.pt2) whose
+// shared library (data/aotinductor/<model>/<hash>.so, extracted by the loader
+// into a temporary directory) holds the kernels and the generated runtime
+// that runs them; libtorch's runner loads and calls it.
+constexpr Origin kAotiModel = {"inductor", "an AOTInductor-compiled model", false, true};
+constexpr Origin kAotiRuntime = {"inductor", "the AOTInductor runtime of a compiled model", false,
+                                 true};
+constexpr Origin kAotiRunner = {"torch", "libtorch's AOTInductor model runner", false, false};
 
 constexpr Origin kDynamoGuards = {"dynamo", "Dynamo guard evaluation", false, false};
 constexpr Origin kDynamoCache = {"dynamo", "Dynamo cache lookup", false, false};
@@ -115,6 +123,15 @@ const OriginRule kRules[] = {
     {"triton.libtriton", false, base("libtriton"), kAnything, nullptr, kTritonCompiler},
     {"inductor.kernel.cpp_fused", false, kAnything, prefix("cpp_fused_"), nullptr, kInductorKernel},
     {"inductor.cache.module", false, inductor_cache(), kAnything, nullptr, kInductorKernel},
+    // ---- native: AOTInductor (kernels are cpp_fused_*, above)
+    {"aoti.runtime.namespace", false, kAnything, cxx("5torch12aot_inductor"), nullptr,
+     kAotiRuntime},
+    {"aoti.runtime.c_api", false, kAnything, prefix("AOTInductorModel"), nullptr, kAotiRuntime},
+    {"aoti.package.module", false, contains("/data/aotinductor/"), kAnything, nullptr, kAotiModel},
+    {"aoti.runner.package_loader", false, kAnything, cxx("5torch8inductor22AOTIModelPackageLoader"),
+     nullptr, kAotiRunner},
+    {"aoti.runner.container", false, kAnything, cxx("5torch8inductor24AOTIModelContainerRunner"),
+     nullptr, kAotiRunner},
     // ---- native: Dynamo's C/C++ (torch/csrc/dynamo)
     {"dynamo.guards.namespace", false, kAnything, glob("_Z*5torch6dynamo*Guard*"), nullptr,
      kDynamoGuards},

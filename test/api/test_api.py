@@ -69,6 +69,16 @@ def test_install_uninstall_install():
     assert r.reports == []
 
 
+def test_a_second_install_keeps_the_live_arena():
+    # Before, a bigger arena_bytes unmapped the arena and mapped a new one,
+    # under a crash or dump another thread might be writing.
+    r = run("install-twice")
+    assert r.returncode == -signal.SIGSEGV, (r.returncode, r.stdout, r.stderr)
+    assert r.stdout.startswith("arenas kept: ") and r.stdout.split()[2] != "0", r.stdout
+    kinds = sorted(rep["kind"] for rep in r.reports)
+    assert kinds == ["crash", "dump"], kinds
+
+
 def test_dump_now_while_serving():
     r = run("dump-serving", timeout=60)
     assert r.returncode == 0, r.stderr

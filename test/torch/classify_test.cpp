@@ -41,6 +41,23 @@ const Case kNativeCases[] = {
     // Inductor's C++ kernels.
     {"inductor.kernel.cpp_fused", "/anywhere/k.so", "cpp_fused_add_mul_0", "inductor"},
     {"inductor.cache.module", "/tmp/torchinductor_alice/qz/cqzabcdef.so", "kernel", "inductor"},
+    // AOTInductor: the generated runtime in the package's library, libtorch's runner.
+    {"aoti.runtime.namespace", "/tmp/aotinductor_Zsf3yT/m/data/aotinductor/model/cfw.wrapper.so",
+     "_ZN5torch12aot_inductor16AOTInductorModel8run_implEPP16AtenTensorOpaqueS4_PvP23"
+     "AOTIProxyExecutorOpaque",
+     "inductor"},
+    {"aoti.runtime.c_api", "/srv/model.so", "AOTInductorModelContainerRun", "inductor"},
+    {"aoti.package.module", "/tmp/aotinductor_Zsf3yT/m/data/aotinductor/model/cfw.wrapper.so",
+     nullptr, "inductor"},
+    {"aoti.runner.package_loader", "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.2.14",
+     "_ZN5torch8inductor22AOTIModelPackageLoader3runERKSt6vectorIN2at6TensorESaIS4_EEPv", "torch"},
+    {"aoti.runner.container", "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.2.14",
+     "_ZN5torch8inductor24AOTIModelContainerRunner3runERKSt6vectorIN2at6TensorESaIS4_EEPv",
+     "torch"},
+    // A function of the program taking the loader is not the loader.
+    {nullptr, "/srv/server",
+     "_ZN12_GLOBAL__N_1L5serveERN5torch8inductor22AOTIModelPackageLoaderERKN2at6TensorExx",
+     "native"},
     // Dynamo's C/C++.
     {"dynamo.guards.namespace", kTp,
      "_ZN5torch6dynamo12_GLOBAL__N_116RootGuardManager11check_nopybindEP7_object", "dynamo"},
