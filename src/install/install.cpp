@@ -438,6 +438,7 @@ int faultline_install(const faultline_options* caller) {
     bool want = (cfg->signals >> s) & 1;
     if (want && !g_crash.handled[s]) {
       if (real_sigaction(s, &sa, &g_crash.previous[s]) == 0) {
+        g_crash.earlier[s] = g_crash.previous[s];
         g_crash.previous_later[s] = false;
         g_crash.handled[s] = true;
       }

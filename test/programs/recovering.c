@@ -11,6 +11,8 @@
  *   unfixed  the handler returns without fixing anything; on its third
  *            call it gives up with _exit(42).
  *   abort    the genuine crash, for which the handler calls abort().
+ *   oneshot  probe with a one-shot handler (SA_RESETHAND) that arms itself
+ *            again before each siglongjmp.
  * Prints "survived N" once the recoverable faults are behind it. */
 #define _GNU_SOURCE
 #include <faultline/faultline.h>
@@ -36,6 +38,8 @@ __attribute__((noinline)) void store_rewritten(char* p) {
   __asm__ volatile("movb $1, (%0)\n\t.globl after_store\nafter_store:" : : "r"(p) : "memory");
 }
 
+static void install_handler(void);
+
 static void handler(int sig, siginfo_t* si, void* ucv) {
   ucontext_t* uc = ucv;
   char* a = si->si_addr;
@@ -53,6 +57,7 @@ static void handler(int sig, siginfo_t* si, void* ucv) {
       uc->uc_mcontext.gregs[REG_RIP] = (greg_t)after_store;
       return;
     }
+    if (!strcmp(g_mode, "oneshot")) install_handler();
     if (g_fix) {
       mprotect(g_page, 4096, PROT_READ | PROT_WRITE);
       return;
@@ -68,7 +73,7 @@ static void install_handler(void) {
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = handler;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_SIGINFO;
+  sa.sa_flags = SA_SIGINFO | (strcmp(g_mode, "oneshot") ? 0 : SA_RESETHAND);
   sigaction(SIGSEGV, &sa, NULL);
 }
 
@@ -83,7 +88,7 @@ int main(int argc, char** argv) {
   if (faultline_install(NULL) != 0) return 2;
   if (!before) install_handler();
   int survived = 0;
-  if (!strcmp(g_mode, "probe")) {
+  if (!strcmp(g_mode, "probe") || !strcmp(g_mode, "oneshot")) {
     for (int i = 0; i < count; ++i) {
       if (sigsetjmp(g_jmp, 1) == 0) {
         *(volatile char*)g_page = 1;
