@@ -3,9 +3,7 @@ dump_now while serving, and the user callback. The driver links
 libfaultline.so (no preload)."""
 import os
 import signal
-import sys
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 DRIVER = fltest.program("api_driver")

@@ -10,12 +10,10 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 LLDB = shutil.which("lldb-14")
