@@ -131,7 +131,9 @@ FAULTLINE_API int faultline_options_init_sized(faultline_options* opts, size_t s
  * -EINVAL when opts->size is no layout's size (opts not initialised with
  * faultline_options_init()), -E2BIG when the caller's struct is larger than
  * this library's and sets a field it does not know (a message on stderr says
- * which). opts NULL: the defaults. Installing again replaces the options. */
+ * which). opts NULL: the defaults. Installing again replaces the options,
+ * except arena_bytes: the crash arena of the first install stays (a crash or
+ * a live dump on another thread may be using it). */
 FAULTLINE_API int faultline_install(const faultline_options* opts);
 
 /* Restores the handlers that were in place before faultline_install(). */

@@ -18,13 +18,14 @@ bool Arena::init(size_t bytes) {
   base_ = static_cast<char*>(p);
   size_ = bytes;
   used_ = 0;
+  clean_ = 0;
   return true;
 }
 
 void Arena::release() {
   if (base_) munmap(base_, size_);
   base_ = nullptr;
-  size_ = used_ = 0;
+  size_ = used_ = clean_ = 0;
 }
 
 void* Arena::alloc_uninit(size_t n, size_t align) {
@@ -34,15 +35,19 @@ void* Arena::alloc_uninit(size_t n, size_t align) {
     return nullptr;
   }
   used_ = start + n;
+  if (used_ > clean_) clean_ = used_;
   return base_ + start;
 }
 
 void* Arena::alloc(size_t n, size_t align) {
+  size_t clean = clean_;
   char* p = static_cast<char*>(alloc_uninit(n, align));
-  // The arena may hold a previous dump's data: zero what we hand out.
-  if (p) {
-    for (size_t i = 0; i < n; ++i) p[i] = 0;
-  }
+  if (!p) return nullptr;
+  // The arena may hold a previous dump's data: zero what we hand out, up to
+  // where it was never used.
+  size_t start = static_cast<size_t>(p - base_);
+  size_t dirty = start < clean ? (clean - start < n ? clean - start : n) : 0;
+  for (size_t i = 0; i < dirty; ++i) p[i] = 0;
   return p;
 }
 

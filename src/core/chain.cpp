@@ -52,4 +52,10 @@ bool chain(int signo, siginfo_t* info) {
   return prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN;
 }
 
+bool same_function(const struct sigaction& a, const struct sigaction& b) {
+  if ((a.sa_flags & SA_SIGINFO) != (b.sa_flags & SA_SIGINFO)) return false;
+  return (a.sa_flags & SA_SIGINFO) ? a.sa_sigaction == b.sa_sigaction
+                                   : a.sa_handler == b.sa_handler;
+}
+
 }  // namespace faultline::core

@@ -41,6 +41,15 @@ struct ThreadState;
 // Returns false when this does not apply (the ordinary report and chain()).
 bool chain_call(int signo, siginfo_t* info, void* ucv);
 
+// For the sigaction() interposer: whether this thread is inside the
+// program's handler for signo that chain_call() runs. Its sigaction() calls
+// for signo are then recorded as what faultline hands on to, not applied,
+// so faultline stays installed even if the handler siglongjmps away.
+bool chain_call_active(int signo);
+
+// Whether two dispositions run the same function.
+bool same_function(const struct sigaction& a, const struct sigaction& b);
+
 // On entry of the crash handler: whether this signal was raised by the
 // program's handler that chain_call() is running on this thread (an abort,
 // a raise of another signal). kReportIt: the report is of the fault that

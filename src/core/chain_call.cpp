@@ -53,10 +53,43 @@ bool is_function(const struct sigaction& sa) {
   return sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
 }
 
+bool is_ours(const struct sigaction& sa) {
+  return (sa.sa_flags & SA_SIGINFO) && sa.sa_sigaction == crash_signal_handler;
+}
+
 bool still_ours(int signo) {
   struct sigaction cur;
   if (real_sigaction(signo, nullptr, &cur) != 0) return true;
-  return (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == crash_signal_handler;
+  return is_ours(cur);
+}
+
+bool same_function(const struct sigaction& a, const struct sigaction& b) {
+  if ((a.sa_flags & SA_SIGINFO) != (b.sa_flags & SA_SIGINFO)) return false;
+  return (a.sa_flags & SA_SIGINFO) ? a.sa_sigaction == b.sa_sigaction
+                                   : a.sa_handler == b.sa_handler;
+}
+
+// The handler set a disposition of its own while it ran (faultline's
+// sigaction() was not in the way: no FAULTLINE_STAY_IN_FRONT, or loaded
+// late). Returns true when that means it gives up (the default, or ignored:
+// for a fault that recurs, the same). A one-shot handler (SA_RESETHAND) that
+// arms itself again stays behind faultline; another function takes the
+// signal over, and faultline steps aside as for any later sigaction().
+bool gave_up(int signo, const struct sigaction& called) {
+  struct sigaction cur;
+  if (real_sigaction(signo, nullptr, &cur) != 0 || is_ours(cur)) return false;
+  if (!is_function(cur)) return true;
+  if (same_function(cur, called)) {
+    g_crash.previous[signo] = cur;
+    struct sigaction sa = {};
+    sa.sa_sigaction = crash_signal_handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;  // as installed
+    real_sigaction(signo, &sa, nullptr);
+  } else {
+    g_crash.handled[signo] = false;
+  }
+  return false;
 }
 
 greg_t* regs(void* ucv) {
@@ -101,6 +134,8 @@ Outcome call(ThreadState* st, int signo, siginfo_t* info, void* ucv, bool report
              Pending* pending) {
   struct sigaction h = g_crash.previous[signo];
   if (h.sa_flags & SA_RESETHAND) {
+    // One-shot, as the kernel would have it: unless it arms itself again,
+    // the default from now on.
     g_crash.previous[signo].sa_handler = SIG_DFL;
     g_crash.previous[signo].sa_flags = 0;
   }
@@ -127,11 +162,14 @@ Outcome call(ThreadState* st, int signo, siginfo_t* info, void* ucv, bool report
   bool raised = take_pending(signo, pending);
   sigprocmask(SIG_SETMASK, &old, nullptr);
   if (st->call.reported && !reported) return Outcome::kReportedInside;
-  if (raised || !still_ours(signo)) return Outcome::kFatal;
+  if (raised || gave_up(signo, h)) return Outcome::kFatal;
   if (static_cast<uintptr_t>(regs(ucv)[REG_RIP]) != pc ||
       static_cast<uintptr_t>(regs(ucv)[REG_RSP]) != sp) {
     return Outcome::kRecovered;
   }
+  // It reset the signal through faultline's sigaction() (recorded, not
+  // applied) and returns to let the retried instruction kill.
+  if (!is_function(g_crash.previous[signo])) return Outcome::kFatal;
   return Outcome::kUnchanged;
 }
 
@@ -227,18 +265,25 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
   return true;
 }
 
-Nested chain_call_nested(ThreadState* st, void* ucv, int* signo, siginfo_t** info, void** uc) {
+namespace {
+
+// Whether `below` (a stack address of code running now, or of the code a
+// signal interrupted) lies inside the call to the program's handler that
+// this thread's record describes: below the caller's frame on the same
+// stack, that frame alive (its cookie still there). A record left by a
+// handler that siglongjmp'd away fails this.
+bool inside_call(const ThreadState* st, uintptr_t below) {
   uintptr_t at = __atomic_load_n(&st->call.sp, __ATOMIC_ACQUIRE);
-  if (!at) return Nested::kNo;
-  // Nested only if the interrupted code ran below the caller's frame on the
-  // same stack and that frame is alive (its cookie is still there). A
-  // record left by a handler that siglongjmp'd away fails this and is
-  // dropped.
-  uintptr_t isp = ucv ? static_cast<uintptr_t>(regs(ucv)[REG_RSP]) : 0;
   uint64_t cookie = 0;
-  bool nested = isp != 0 && isp < at && at - isp < (uintptr_t{1} << 20) &&
-                safe_read_obj(&cookie, at) && cookie == st->call.cookie;
-  if (!nested) {
+  return at != 0 && below != 0 && below < at && at - below < (uintptr_t{1} << 20) &&
+         safe_read_obj(&cookie, at) && cookie == st->call.cookie;
+}
+
+}  // namespace
+
+Nested chain_call_nested(ThreadState* st, void* ucv, int* signo, siginfo_t** info, void** uc) {
+  if (!__atomic_load_n(&st->call.sp, __ATOMIC_ACQUIRE)) return Nested::kNo;
+  if (!inside_call(st, ucv ? static_cast<uintptr_t>(regs(ucv)[REG_RSP]) : 0)) {
     __atomic_store_n(&st->call.sp, 0, __ATOMIC_RELEASE);
     return Nested::kNo;
   }
@@ -248,6 +293,12 @@ Nested chain_call_nested(ThreadState* st, void* ucv, int* signo, siginfo_t** inf
   *info = &st->call.info;
   *uc = st->call.uc;
   return Nested::kReportIt;
+}
+
+bool chain_call_active(int signo) {
+  const ThreadState* st = thread_state_find();
+  volatile char here = 0;
+  return st && st->call.signo == signo && inside_call(st, reinterpret_cast<uintptr_t>(&here));
 }
 
 }  // namespace faultline::core

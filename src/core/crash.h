@@ -72,6 +72,7 @@ struct CrashState {
   // previous[s] was installed after faultline (kept behind it by the
   // sigaction interposer), not found there at install.
   bool previous_later[65]{};
+  struct sigaction earlier[65]{};  // previous[s] as found at install
   bool handled[65]{};
   bool installed{};
   pid_t pid{};               // our pid, updated in fork children

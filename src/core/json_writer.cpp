@@ -14,13 +14,7 @@ FdSink::FdSink(int fd, char* buf, size_t cap) : fd_(fd), buf_(buf), cap_(cap) {
   is_pipe_ = fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode);
 }
 
-void FdSink::put(const char* s, size_t n) {
-  total_ += n;
-  if (n <= cap_ - len_) {  // the common case: it fits
-    __builtin_memcpy(buf_ + len_, s, n);
-    len_ += n;
-    return;
-  }
+void FdSink::put_slow(const char* s, size_t n) {
   while (n > 0) {
     if (len_ == cap_ && !flush()) {
       len_ = 0;  // keep counting even when writes fail
@@ -217,6 +211,22 @@ void JsonWriter::str_exact(const char* k, const char* v, size_t n) {
     }
     sink_->put('"');
   }
+}
+
+void JsonWriter::field_plain(const char* k, const char* v, size_t n) {
+  key(k);
+  before_value();
+  sink_->put('"');
+  sink_->put(v, n);
+  sink_->put('"');
+}
+
+bool JsonWriter::is_plain(const char* s, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') return false;
+  }
+  return true;
 }
 
 void JsonWriter::num(int64_t v) {

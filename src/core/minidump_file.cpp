@@ -115,7 +115,9 @@ void write_minidump_file(Capture* c) {
 }
 
 ThreadRegs* minidump_thread_room(Arena* arena) {
-  if (!g_crash.config.minidump) return nullptr;
+  // Crashes only: a live dump has no minidump.
+  const Capture* c = g_crash.capture;
+  if (!g_crash.config.minidump || !c || c->kind == CaptureKind::kDump) return nullptr;
   ThreadRegs* r = arena->alloc_array<ThreadRegs>(1);
   if (r && arena->used() + kMinidumpDefaultStack <= arena->capacity() / 4) {
     // Not zeroed: the thread fills what it copies, and the pages it does
@@ -136,8 +138,8 @@ void minidump_save_thread(ThreadRegs* r, const ucontext_t* uc) {
   }
 }
 
-void discard_minidump_file(bool owner) {
-  if (!g_pending.exchange(false, std::memory_order_acq_rel)) return;
+bool discard_minidump_file(bool owner) {
+  if (!g_pending.exchange(false, std::memory_order_acq_rel)) return false;
   if (owner) {
     report_temp_discard(&g_temp);
   } else if (g_temp.dir_fd >= 0 && g_temp.tmp[0]) {
@@ -145,6 +147,7 @@ void discard_minidump_file(bool owner) {
     // so the number is never reused under it.
     unlinkat(g_temp.dir_fd, g_temp.tmp, 0);
   }
+  return true;
 }
 
 }  // namespace faultline::core

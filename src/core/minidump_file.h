@@ -24,12 +24,14 @@ void write_minidump_file(Capture* c);
 // Removes the temporary file of a minidump that was abandoned half-written
 // (a fault, the watchdog). Idempotent. owner: called by the crash owner
 // after the phase (the file is closed and removed); else by the watchdog's
-// stand-in writer while the owner is stuck (only its name is removed).
-void discard_minidump_file(bool owner);
+// stand-in writer while the owner is stuck (only its name is removed). True
+// when there was one.
+bool discard_minidump_file(bool owner);
 
 // The threads phase, for a thread other than the crashing one: room for its
 // registers and, while the stack copies stay within a quarter of the arena,
-// for its stack window. nullptr when no minidump is written.
+// for its stack window. nullptr when no minidump is written (the setting is
+// off, or the capture is a live dump).
 ThreadRegs* minidump_thread_room(Arena* arena);
 
 // On the thread itself, answering the stack request: copies its registers

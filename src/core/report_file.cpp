@@ -4,9 +4,11 @@
 #include <fcntl.h>
 #include <linux/fs.h>  // RENAME_NOREPLACE
 #include <signal.h>
+#include <stdio.h>  // renameat
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/random.h>  // GRND_NONBLOCK
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -103,10 +105,24 @@ bool publish(const Capture& c, int dir_fd, const char* tmp, char* name, size_t s
       unlinkat(dir_fd, tmp, 0);
       return true;
     }
-    if (errno != EEXIST) {
+    e = errno;
+    if (e == EEXIST) continue;
+    if (e != EPERM && e != EOPNOTSUPP && e != ENOSYS) {
+      *err = e;
+      return false;
+    }
+    // Nor hard links (vfat, exFAT, some FUSE filesystems): a plain rename
+    // once the name is seen free. The name has a random part, so only a
+    // writer who guessed it could be replaced in between.
+    struct stat st;
+    if (syscall(SYS_newfstatat, dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) continue;
+    if (errno != ENOENT) {
       *err = errno;
       return false;
     }
+    if (renameat(dir_fd, tmp, dir_fd, name) == 0) return true;
+    *err = errno;
+    return false;
   }
   *err = EEXIST;
   return false;
@@ -201,11 +217,18 @@ void announce_report(const Capture& c, bool written) {
   IgnoreFileSizeSignal no_sigxfsz;
   const Config& cfg = g_crash.config;
   if (written) {
-    if (cfg.write_stderr) raw_log("faultline: report written to ", g_handler.last_report, "\n");
+    if (cfg.write_stderr) {
+      // The path is the program's choice (FAULTLINE_DIR, report_dir): it
+      // may hold control characters, escaped like the rest of the text.
+      raw_log("faultline: report written to ");
+      write_escaped_line(g_handler.last_report,
+                         str_nlen(g_handler.last_report, sizeof g_handler.last_report));
+    }
     return;
   }
-  raw_log("faultline: could not write the report to ", cfg.dir, ": ",
-          strerrorname_np(g_handler.write_errno));
+  raw_log("faultline: could not write the report to ");
+  write_escaped_line(cfg.dir, str_nlen(cfg.dir, sizeof cfg.dir), /*newline=*/false);
+  raw_log(": ", strerrorname_np(g_handler.write_errno));
   raw_log("\nfaultline: the report follows on stderr\n--- faultline report begin ---\n");
   int ignored = 0;
   int fd = raw_log_fd();

@@ -73,6 +73,23 @@ void write_annotations(JsonWriter& w, const AnnotationView* a, int n) {
   w.end_object();
 }
 
+// The modules' paths as the frames write them: each checked once per
+// report, not escaped again for each of its (up to 13,000) frames.
+struct PathInfo {
+  uint32_t len;
+  bool plain;
+};
+constexpr int kPathSlots = 1024;
+PathInfo g_paths[kPathSlots];
+
+void prepare_paths(const Capture& c) {
+  for (int i = 0; i < c.modules.count && i < kPathSlots; ++i) {
+    const char* p = c.modules.items[i].path;
+    size_t n = p ? str_len(p) : 0;
+    g_paths[i] = {static_cast<uint32_t>(n), p && JsonWriter::is_plain(p, n)};
+  }
+}
+
 void write_native_frame(JsonWriter& w, const Capture& c, const NativeFrame& f) {
   w.begin_object();
   w.field_str("kind", "native");
@@ -86,7 +103,11 @@ void write_native_frame(JsonWriter& w, const Capture& c, const NativeFrame& f) {
   if (f.signal_frame) w.field_bool("signal_frame", true);
   if (f.module >= 0) {
     const Module& m = c.modules.items[f.module];
-    w.str_exact("module", m.path, str_len(m.path));
+    if (f.module < kPathSlots && g_paths[f.module].plain) {
+      w.field_plain("module", m.path, g_paths[f.module].len);
+    } else {
+      w.str_exact("module", m.path, str_len(m.path));
+    }
     w.field_hex("module_offset", f.pc - m.bias);
   } else {
     w.key("module");
@@ -321,6 +342,7 @@ void write_threads(JsonWriter& w, const Capture& c) {
   w.field_num("threads_cut", c.threads_cut);
   w.key("threads");
   w.begin_array();
+  prepare_paths(c);
   for (int i = 0; i < c.nthreads; ++i) write_thread(w, c, c.threads[i]);
   // Python threads whose native stack was not captured still get their
   // Python frames.

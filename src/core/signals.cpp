@@ -40,6 +40,41 @@ const SignalInfo kSignals[] = {
     {SIGIO, "SIGIO", "I/O possible"},
     {SIGPWR, "SIGPWR", "Power failure"},
     {SIGSYS, "SIGSYS", "Bad system call"},
+    // Real-time signals, named from glibc's SIGRTMIN (34: glibc keeps 32 and
+    // 33 for itself), as bash's kill -l and strsignal(3) count them.
+    {32, "SIG32", "Real-time signal reserved by libc"},
+    {33, "SIG33", "Real-time signal reserved by libc"},
+    {34, "SIGRTMIN", "Real-time signal 0"},
+    {35, "SIGRTMIN+1", "Real-time signal 1"},
+    {36, "SIGRTMIN+2", "Real-time signal 2"},
+    {37, "SIGRTMIN+3", "Real-time signal 3"},
+    {38, "SIGRTMIN+4", "Real-time signal 4"},
+    {39, "SIGRTMIN+5", "Real-time signal 5"},
+    {40, "SIGRTMIN+6", "Real-time signal 6"},
+    {41, "SIGRTMIN+7", "Real-time signal 7"},
+    {42, "SIGRTMIN+8", "Real-time signal 8"},
+    {43, "SIGRTMIN+9", "Real-time signal 9"},
+    {44, "SIGRTMIN+10", "Real-time signal 10"},
+    {45, "SIGRTMIN+11", "Real-time signal 11"},
+    {46, "SIGRTMIN+12", "Real-time signal 12"},
+    {47, "SIGRTMIN+13", "Real-time signal 13"},
+    {48, "SIGRTMIN+14", "Real-time signal 14"},
+    {49, "SIGRTMIN+15", "Real-time signal 15"},
+    {50, "SIGRTMIN+16", "Real-time signal 16"},
+    {51, "SIGRTMIN+17", "Real-time signal 17"},
+    {52, "SIGRTMIN+18", "Real-time signal 18"},
+    {53, "SIGRTMIN+19", "Real-time signal 19"},
+    {54, "SIGRTMIN+20", "Real-time signal 20"},
+    {55, "SIGRTMIN+21", "Real-time signal 21"},
+    {56, "SIGRTMIN+22", "Real-time signal 22"},
+    {57, "SIGRTMIN+23", "Real-time signal 23"},
+    {58, "SIGRTMIN+24", "Real-time signal 24"},
+    {59, "SIGRTMIN+25", "Real-time signal 25"},
+    {60, "SIGRTMIN+26", "Real-time signal 26"},
+    {61, "SIGRTMIN+27", "Real-time signal 27"},
+    {62, "SIGRTMIN+28", "Real-time signal 28"},
+    {63, "SIGRTMIN+29", "Real-time signal 29"},
+    {64, "SIGRTMIN+30", "Real-time signal 30"},
 };
 
 // si_code values. Codes <= 0 (sent by a process) apply to every signal; the
@@ -110,7 +145,8 @@ int parse_signal(const char* s) {
   int64_t n = 0;
   if (parse_int(s, &n)) return (n > 0 && n < 64) ? static_cast<int>(n) : 0;
   for (const auto& sig : kSignals) {
-    if (str_eq(s, sig.name) || str_eq(s, sig.name + 3)) return sig.number;
+    // Settings hold signals 1-63 (a bit each).
+    if ((str_eq(s, sig.name) || str_eq(s, sig.name + 3)) && sig.number < 64) return sig.number;
   }
   return 0;
 }

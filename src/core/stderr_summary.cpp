@@ -7,12 +7,8 @@
 #include "core/str.h"
 
 namespace faultline::core {
-namespace {
 
-// Writes `s` as one line of text for a terminal or a CI log: control
-// characters (from argv, file and function names), C1 controls and bidi
-// overrides become \xNN escapes, as faulthandler escapes what it prints.
-void write_escaped_line(const char* s, size_t n) {
+void write_escaped_line(const char* s, size_t n, bool newline) {
   char out[512];
   size_t len = 0;
   auto flush = [&] {
@@ -49,11 +45,9 @@ void write_escaped_line(const char* s, size_t n) {
       out[len++] = static_cast<char>(ch);
     }
   }
-  out[len++] = '\n';
+  if (newline) out[len++] = '\n';
   flush();
 }
-
-}  // namespace
 
 void write_stderr_summary(const Capture& c, const Config&) {
   const SignalInfo* si = find_signal(c.signo);

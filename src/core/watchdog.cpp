@@ -39,7 +39,8 @@ void write_partial_report() {
   c->errors.add(
       "watchdog: the capture was stuck; another thread wrote this report with what had been "
       "captured");
-  discard_minidump_file(/*owner=*/false);
+  // Stuck writing the minidump: its temporary file goes, and the report says so.
+  if (discard_minidump_file(/*owner=*/false)) c->errors.add(phase_info(Phase::kMinidump).text);
   ThreadState* ts = thread_state();
   if (!ts) {
     diagnose(c);

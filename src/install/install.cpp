@@ -344,7 +344,10 @@ int faultline_install(const faultline_options* caller) {
   resolve_real_sigaction();  // before any handler is installed
   Config* cfg = &g_crash.config;
   if (!g_crash.installed) cfg->dir_fd = -1;
-  if (!g_crash.arena.init(opts->arena_bytes)) return -ENOMEM;
+  // A second install (enable() after the preload, the C API twice) keeps the
+  // arena it finds: a crash or a live dump on another thread may be writing
+  // into it right now, so it is never unmapped or mapped again.
+  if (g_crash.arena.capacity() == 0 && !g_crash.arena.init(opts->arena_bytes)) return -ENOMEM;
   safe_read_init();
   modules_init();
   unwind_init(faultline::install::libunwind_tls_is_static());
@@ -384,7 +387,7 @@ int faultline_install(const faultline_options* caller) {
   cfg->write_stderr = opts->write_stderr != 0;
   cfg->max_frames = opts->max_frames > 0 ? opts->max_frames : kDefaultMaxFrames;
   cfg->watchdog_seconds = opts->watchdog_seconds;
-  cfg->arena_bytes = opts->arena_bytes;
+  cfg->arena_bytes = g_crash.arena.capacity();
   cfg->signals = opts->signals;
   cfg->max_threads = opts->max_threads > 0 ? opts->max_threads : kDefaultMaxThreads;
   cfg->thread_signal = opts->thread_signal;
@@ -435,6 +438,7 @@ int faultline_install(const faultline_options* caller) {
     bool want = (cfg->signals >> s) & 1;
     if (want && !g_crash.handled[s]) {
       if (real_sigaction(s, &sa, &g_crash.previous[s]) == 0) {
+        g_crash.earlier[s] = g_crash.previous[s];
         g_crash.previous_later[s] = false;
         g_crash.handled[s] = true;
       }

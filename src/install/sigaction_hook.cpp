@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <signal.h>
 
+#include "core/chain.h"
 #include "core/crash.h"
 #include "core/sigaction_real.h"
 
@@ -50,6 +51,19 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
     errno = ENOSYS;
     return -1;
   }
+  bool mine = g_crash.installed && signo > 0 && signo < 65 && g_crash.handled[signo];
+  if (mine && chain_call_active(signo)) {
+    // The program's handler that faultline is running for this signal sets
+    // a disposition (re-arms itself, resets to the default before a
+    // re-raise): recorded as what faultline hands on to.
+    struct sigaction previous = g_crash.previous[signo];
+    if (act) {
+      g_crash.previous_later[signo] = !same_function(*act, g_crash.earlier[signo]);
+      g_crash.previous[signo] = *act;
+    }
+    if (old) *old = previous;
+    return 0;
+  }
   if (!ours(signo)) return real(signo, act, old);
   if (act && !(act->sa_flags & SA_SIGINFO) &&
       (act->sa_handler == SIG_DFL || act->sa_handler == SIG_IGN)) {
@@ -64,8 +78,11 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
   // Ours: the caller sees (and replaces) the handler faultline chains to.
   struct sigaction previous = g_crash.previous[signo];
   if (act) {
+    // Installed after faultline, unless it is the handler that was there
+    // before, armed again (a one-shot SA_RESETHAND handler does so each
+    // time) or put back.
+    g_crash.previous_later[signo] = !same_function(*act, g_crash.earlier[signo]);
     g_crash.previous[signo] = *act;
-    g_crash.previous_later[signo] = true;
   }
   if (old) *old = previous;
   return 0;

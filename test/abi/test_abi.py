@@ -8,11 +8,9 @@ import errno
 import glob
 import os
 import signal
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 def consumer(layout):

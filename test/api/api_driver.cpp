@@ -95,6 +95,38 @@ int main(int argc, char** argv) {
     if (faultline::installed()) return 4;
     if (faultline::install(opts) != 0) return 5;
     crash_in_request(1);
+  } else if (mode == "install-twice") {
+    // A second install asking for a bigger arena (faultline.enable() after
+    // the preload, a library calling the C API again) must leave the arena
+    // mapped where it is: a crash or dump on another thread may be in it.
+    auto arenas = [] {
+      std::vector<std::string> out;
+      FILE* f = std::fopen("/proc/self/maps", "r");
+      char line[512];
+      unsigned long lo, hi;
+      while (f && std::fgets(line, sizeof line, f)) {
+        if (std::sscanf(line, "%lx-%lx", &lo, &hi) == 2 && hi - lo == (16ul << 20)) {
+          out.push_back(std::to_string(lo));
+        }
+      }
+      if (f) std::fclose(f);
+      return out;
+    };
+    std::vector<std::string> before = arenas();
+    faultline_options bigger;
+    faultline_options_init(&bigger);
+    bigger.arena_bytes = 64u << 20;
+    if (faultline_install(&bigger) != 0) return 5;
+    std::vector<std::string> after = arenas();
+    for (const auto& a : before) {
+      bool kept = false;
+      for (const auto& b : after) kept = kept || a == b;
+      if (!kept) return 6;
+    }
+    std::printf("arenas kept: %zu\n", before.size());
+    std::fflush(stdout);
+    if (faultline::dump_now() != 0) return 7;
+    crash_in_request(4);
   } else if (mode == "uninstalled") {
     faultline::uninstall();
     crash_in_request(2);

@@ -3,9 +3,7 @@ dump_now while serving, and the user callback. The driver links
 libfaultline.so (no preload)."""
 import os
 import signal
-import sys
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 DRIVER = fltest.program("api_driver")
@@ -67,6 +65,16 @@ def test_install_uninstall_install():
     r = run("uninstalled")
     assert r.returncode == -signal.SIGSEGV
     assert r.reports == []
+
+
+def test_a_second_install_keeps_the_live_arena():
+    # Before, a bigger arena_bytes unmapped the arena and mapped a new one,
+    # under a crash or dump another thread might be writing.
+    r = run("install-twice")
+    assert r.returncode == -signal.SIGSEGV, (r.returncode, r.stdout, r.stderr)
+    assert r.stdout.startswith("arenas kept: ") and r.stdout.split()[2] != "0", r.stdout
+    kinds = sorted(rep["kind"] for rep in r.reports)
+    assert kinds == ["crash", "dump"], kinds
 
 
 def test_dump_now_while_serving():

@@ -1,30 +1,24 @@
-"""Shared helpers of the CLI tests: where the build is, running `faultline`."""
+"""Shared helpers of the CLI tests: the checked-in reports and goldens, running `faultline`."""
 
 import functools
 import glob
 import os
-import subprocess
+
+import fltest
+from fltest import CLI, LIB, SCHEMA, SOURCE  # noqa: F401 (the CLI tests take them from here)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.environ.get("FAULTLINE_SOURCE", os.path.dirname(os.path.dirname(HERE)))
-BUILD = os.environ.get("FAULTLINE_BUILD", os.path.join(SOURCE, "build-cli"))
-CLI = os.environ.get("FAULTLINE_CLI", os.path.join(BUILD, "bin", "faultline"))
-LIB = os.environ.get("FAULTLINE_LIB", os.path.join(BUILD, "lib", "libfaultline.so"))
 DATA = os.path.join(SOURCE, "test", "data")
 GOLDEN = os.path.join(HERE, "golden")
-SCHEMA = os.path.join(SOURCE, "schema", "faultline-1.schema.json")
 # Set FAULTLINE_UPDATE_GOLDEN=1 to rewrite the expected files from the current output.
 UPDATE_GOLDEN = os.environ.get("FAULTLINE_UPDATE_GOLDEN") == "1"
 
 
 def run(*args, cwd=None, env=None, input=None, timeout=60):
-    """Runs faultline; returns the CompletedProcess (text, never raises on status)."""
-    full_env = dict(os.environ)
-    full_env.pop("NO_COLOR", None)
-    if env:
-        full_env.update(env)
-    return subprocess.run([CLI, *args], cwd=cwd, env=full_env, input=input, capture_output=True,
-                          timeout=timeout, text=isinstance(input, str) or input is None)
+    """Runs faultline; returns the CompletedProcess (text unless input is
+    bytes; never raises on status)."""
+    return fltest.cli(*args, cwd=cwd, env=env, input=input, timeout=timeout,
+                      text=isinstance(input, str) or input is None)
 
 
 def data_reports():

@@ -1,9 +1,6 @@
 """A process that goes on after its crash (its own handler, chained behind
 faultline, recovers): later captures must be whole. Real processes."""
-import os
-import sys
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 

@@ -1,12 +1,9 @@
 """Damaged or missing unwind tables must cost frames, never the report, and
 never add a wrong one: real processes crash inside such functions."""
-import os
 import signal
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 BADCFI = fltest.program("badcfi")

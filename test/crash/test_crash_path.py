@@ -5,11 +5,9 @@ import json
 import os
 import re
 import stat
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 CRASHER = fltest.program("crasher")

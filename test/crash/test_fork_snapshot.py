@@ -1,11 +1,8 @@
 """fork while another thread of the parent loads and unloads libraries and
 starts threads (each start refreshes the module snapshot under the loader's
 lock). The children must never hang, and a child's crash is still reported."""
-import os
 import signal
-import sys
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 FORKREFRESH = fltest.program("forkrefresh")

@@ -5,12 +5,10 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 THREADS = fltest.program("threads")

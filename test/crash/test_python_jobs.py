@@ -3,11 +3,9 @@ report's native frames go through the interpreter's eval loop."""
 import glob
 import os
 import subprocess
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 JOB = """

@@ -4,9 +4,7 @@ one dies by its own signal."""
 import concurrent.futures
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 MODES = ["null-read", "abort", "div-zero", "ud2", "bad-fnptr"]

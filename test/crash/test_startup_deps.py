@@ -3,9 +3,7 @@ and the std::terminate hook still installed in a C++ runtime loaded late."""
 import os
 import signal
 import subprocess
-import sys
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 LATECXX = fltest.program("latecxx")

@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 EXAMPLES = os.path.join(fltest.BUILD, "examples")

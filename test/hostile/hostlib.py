@@ -5,11 +5,9 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.environ.get("FAULTLINE_SOURCE", os.path.dirname(os.path.dirname(HERE)))
-sys.path.insert(0, os.path.join(SOURCE, "test", "lib"))
 import fltest  # noqa: E402
 
 CLI = fltest.CLI

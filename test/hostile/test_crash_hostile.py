@@ -3,6 +3,7 @@ pid namespaces, a file-size limit, a daemon whose fd 2 is its database, a
 setuid program run by another user, secrets in argv, conflicting settings.
 Each asserts that no report is lost, nothing else is written, the exit status
 is the one the program would have had, and nothing hangs (the timeout)."""
+import errno
 import glob
 import json
 import os
@@ -262,6 +263,28 @@ def test_arena_is_not_dumped_in_cores(tmp_path):
     assert any("dd" in f for f in flags), flags
 
 
+# --- a filesystem without RENAME_NOREPLACE or hard links ------------------------------------
+
+def test_report_published_where_neither_rename_noreplace_nor_link_works(tmp_path):
+    # vfat, exFAT and some FUSE filesystems: renameat2(RENAME_NOREPLACE) fails
+    # with EINVAL and linkat with EPERM. Before, the report was dropped for
+    # the stderr copy; now a plain rename publishes it under a free name.
+    (tmp_path / "faultline-keep.json").write_text("not ours")
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path))
+    deny = ["-d", f"{316}:{errno.EINVAL}", "-d", f"{265}:{errno.EPERM}"]  # renameat2, linkat
+    p = subprocess.run([fltest.program("seccomp_launcher"), *deny, CRASHER, "null-read"], env=env,
+                       capture_output=True, timeout=60)
+    err = p.stderr.decode(errors="replace")
+    assert p.returncode == -signal.SIGSEGV, err
+    found = [r for r in reports(tmp_path) if not r.endswith("faultline-keep.json")]
+    assert len(found) == 1, (found, err)
+    with open(found[0]) as f:
+        fltest.validate(json.load(f))
+    assert "could not write the report" not in err and "report written to" in err, err
+    assert (tmp_path / "faultline-keep.json").read_text() == "not ours"
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
 # --- the crash-time stderr summary -----------------------------------------------------------
 
 def test_crash_time_summary_escapes_control_characters(tmp_path):
@@ -278,3 +301,28 @@ def test_crash_time_summary_escapes_control_characters(tmp_path):
     with open(reports(tmp_path)[0]) as f:
         files = {fr.get("file") for t in json.load(f)["threads"] for fr in t["frames"]}
     assert "/tmp/evil\x1b]0;owned\x07\x1b[2J\r\u009b\u202e.py" in files
+
+
+def test_report_path_with_control_characters_is_escaped_on_stderr(tmp_path):
+    from hostlib import unsafe_bytes
+    d = tmp_path / "evil\x1b]0;owned\x07\r"
+    d.mkdir()
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(d))
+    p = subprocess.run([CRASHER, "null-read"], env=env, capture_output=True, timeout=60)
+    assert p.returncode == -signal.SIGSEGV
+    assert len(reports(d)) == 1
+    assert b"report written to " in p.stderr and b"evil\\x1b]0;owned\\x07\\x0d/" in p.stderr, p.stderr
+    assert unsafe_bytes(p.stderr) == [], p.stderr
+
+
+def test_a_real_time_signal_is_named_and_the_report_valid(tmp_path):
+    # Before, the report said "UNKNOWN", which the schema rejects.
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path), FAULTLINE_SIGNALS="SEGV,RTMIN+5")
+    code = "import os, signal; os.kill(os.getpid(), signal.SIGRTMIN + 5)"
+    p = subprocess.run([PY, "-c", code], env=env, capture_output=True, timeout=60)
+    assert p.returncode == -(signal.SIGRTMIN + 5), p.stderr
+    assert b"FAULTLINE_SIGNALS" not in p.stderr, p.stderr
+    [path] = reports(tmp_path)
+    with open(path) as f:
+        doc = fltest.validate(json.load(f))
+    assert doc["signal"]["name"] == "SIGRTMIN+5" and doc["signal"]["number"] == signal.SIGRTMIN + 5

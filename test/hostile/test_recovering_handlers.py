@@ -47,6 +47,16 @@ def test_guard_page_probes_before_faultline_give_no_report_and_faultline_stays(t
     assert r.stderr.count("Fatal signal") + r.stderr.count("fatal signal") <= 1, r.stderr
 
 
+def test_a_one_shot_handler_that_arms_itself_again_keeps_recovering(tmp_path):
+    # SA_RESETHAND: faultline resets it as the kernel would; the handler's
+    # sigaction() while faultline runs it is recorded, not applied, so
+    # faultline stays in front even though the handler then siglongjmps.
+    r = run(tmp_path, "before", "oneshot", "50")
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    assert r.stdout == "survived 51\n", r.stderr
+    one_report_of_the_genuine_crash(r)
+
+
 def test_a_handler_that_moves_the_pc_recovers_thousands_of_faults_without_reports(tmp_path):
     r = run(tmp_path, "before", "rewrite", "5000")
     assert r.returncode == -signal.SIGSEGV, r.stderr

@@ -1,7 +1,7 @@
 """Shared helpers for faultline's pytest suites: run a crashing process under
 the preload, collect the report it wrote, validate it against the schema.
 
-Tests import it with:  sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
+test/conftest.py puts this folder on sys.path: tests `import fltest`.
 """
 import atexit
 import glob
@@ -69,6 +69,24 @@ def run(cmd, preload=True, env=None, report_dir=None, timeout=60, cwd=None, stdi
             reports.append(json.loads(f.read().decode("utf-8")))
     return Run(p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"),
                reports, report_dir)
+
+
+def cli(*args, input=None, env=None, cwd=None, timeout=120, text=True, check=False):
+    """Runs the `faultline` command; returns the CompletedProcess (str output
+    with undecodable bytes replaced, or bytes with text=False), whatever its
+    status unless check. NO_COLOR and DEBUGINFOD_URLS do not leak in from the
+    caller's environment: tests that want them pass them in env."""
+    e = dict(os.environ)
+    e.pop("NO_COLOR", None)
+    e.pop("DEBUGINFOD_URLS", None)
+    if env:
+        e.update(env)
+    decode = {"text": True, "errors": "replace"} if text else {}
+    p = subprocess.run([CLI, *args], input=input, env=e, cwd=cwd, capture_output=True,
+                       timeout=timeout, **decode)
+    if check and p.returncode != 0:
+        raise AssertionError(f"faultline {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
+    return p
 
 
 def program(name):

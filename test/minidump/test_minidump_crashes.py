@@ -10,12 +10,10 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 LLDB = shutil.which("lldb-14")
@@ -50,27 +48,34 @@ SCENARIOS = {
 }
 
 FRAME_RE = re.compile(r"^\s*\*?\s*frame #(\d+): (0x[0-9a-f]+) (.*)$")
+IMAGE_RE = re.compile(r"^\[\s*\d+\] ([0-9A-F-]+) (0x[0-9a-f]+) ")
 THREAD_RE = re.compile(r"^\s*\*?\s*thread #(\d+): tid = (\d+)")
 
 
 def lldb(dump, exe):
-    """lldb's threads: [(tid, [(pc, text), ...])] in lldb's order, and its output."""
+    """lldb's threads: [(tid, [(pc, text), ...])] in lldb's order, its
+    modules {base: uuid hex}, and its output."""
     p = subprocess.run([LLDB, "--batch", "-c", dump, exe, "-o", "thread list",
-                        "-o", "thread backtrace all", "-o", "version"],
+                        "-o", "thread backtrace all", "-o", "image list", "-o", "version"],
                        capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
     out = p.stdout
     # "version" last: lldb has written the whole backtrace before it.
     assert "(lldb) version" in out, out + p.stderr
     listing, _, rest = out.partition("(lldb) thread backtrace all")
     tids = [int(m.group(2)) for m in map(THREAD_RE.match, listing.splitlines()) if m]
+    rest, _, images = rest.partition("(lldb) image list")
+    modules = {}
+    for line in images.split("(lldb) version")[0].splitlines():
+        if m := IMAGE_RE.match(line):
+            modules[int(m.group(2), 16)] = m.group(1).replace("-", "").lower()
     backtraces = []
-    for line in rest.split("(lldb) version")[0].splitlines():
+    for line in rest.splitlines():
         if re.match(r"^\s*\*?\s*thread #\d+", line):
             backtraces.append([])
         elif (m := FRAME_RE.match(line)) and backtraces:
             backtraces[-1].append((int(m.group(2), 16), m.group(3)))
     assert len(tids) == len(backtraces), out
-    return list(zip(tids, backtraces)), out
+    return list(zip(tids, backtraces)), modules, out
 
 
 def is_subsequence(small, big):
@@ -110,7 +115,16 @@ def test_lldb_reads_the_minidump_of_every_crash(name, tmp_path):
     assert rep["faultline"]["phases_ns"]["minidump"] > 0
     assert sorted(os.listdir(tmp_path)) == sorted([report_name, dump_name])  # no temporary left
 
-    threads, out = lldb(dump, argv[0])
+    threads, modules, out = lldb(dump, argv[0])
+    # The same modules at the same addresses, each with the build-id the
+    # report gives (lldb shows the CodeView record's 16 bytes, or the whole
+    # build-id of the file it matched them with).
+    assert len(modules) == len(rep["modules"]), out
+    for m in rep["modules"]:
+        uuid = modules.get(int(m["base"], 16))
+        assert uuid is not None, f"{m['path']} at {m['base']}\n{out}"
+        if m.get("build_id"):
+            assert len(uuid) >= 32 and m["build_id"].startswith(uuid[:40]), f"{m['path']}: {uuid}\n{out}"
     # The same threads.
     assert sorted(t for t, _ in threads) == sorted(t["tid"] for t in rep["threads"]), out
     # lldb stops on the crashing thread, with the crash's signal.

@@ -7,9 +7,7 @@ libbacktrace, the raw report from the ELF symbol tables)."""
 import json
 import os
 import subprocess
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle  # noqa: E402
 from oracle import fltest  # noqa: E402
 

@@ -9,11 +9,9 @@ file of the very same run. For the crashing thread, frame by frame:
 The shares and every miss are printed (pytest -s, or on failure); misses the
 project does not fix are listed with their reason in doc/frames.md."""
 import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle  # noqa: E402
 
 usable, why = oracle.core_pattern_usable()

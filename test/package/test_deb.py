@@ -7,11 +7,9 @@ and its crash reported."""
 import os
 import signal
 import subprocess
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 from test_package import crash_and_check  # noqa: E402
 

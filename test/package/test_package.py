@@ -5,11 +5,9 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -1,7 +1,7 @@
 /* A program whose own SIGSEGV handler recovers from faults on a guard page,
  * installed before faultline (linked; faultline_install() after the
  * handler) or after it (FAULTLINE_STAY_IN_FRONT=1 keeps faultline in front).
- * Usage: recovering before|after MODE [COUNT]
+ * Usage: recovering before|after|none MODE [COUNT]   (none: no faultline)
  *   probe    COUNT guard-page probes recovered with siglongjmp, one fixed by
  *            mprotect (the handler returns and the store is retried), then a
  *            genuine crash at address 0x10: the handler resets SIGSEGV to
@@ -11,7 +11,10 @@
  *   unfixed  the handler returns without fixing anything; on its third
  *            call it gives up with _exit(42).
  *   abort    the genuine crash, for which the handler calls abort().
- * Prints "survived N" once the recoverable faults are behind it. */
+ *   oneshot  probe with a one-shot handler (SA_RESETHAND) that arms itself
+ *            again before each siglongjmp.
+ * Prints "survived N" once the recoverable faults are behind it (and, with
+ * RECOVERING_TIME set, "loop_ns T": their time, for bench/recovered_faults.py). */
 #define _GNU_SOURCE
 #include <faultline/faultline.h>
 #include <setjmp.h>
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -35,6 +39,8 @@ extern char after_store[];
 __attribute__((noinline)) void store_rewritten(char* p) {
   __asm__ volatile("movb $1, (%0)\n\t.globl after_store\nafter_store:" : : "r"(p) : "memory");
 }
+
+static void install_handler(void);
 
 static void handler(int sig, siginfo_t* si, void* ucv) {
   ucontext_t* uc = ucv;
@@ -53,6 +59,7 @@ static void handler(int sig, siginfo_t* si, void* ucv) {
       uc->uc_mcontext.gregs[REG_RIP] = (greg_t)after_store;
       return;
     }
+    if (!strcmp(g_mode, "oneshot")) install_handler();
     if (g_fix) {
       mprotect(g_page, 4096, PROT_READ | PROT_WRITE);
       return;
@@ -68,7 +75,7 @@ static void install_handler(void) {
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = handler;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_SIGINFO;
+  sa.sa_flags = SA_SIGINFO | (strcmp(g_mode, "oneshot") ? 0 : SA_RESETHAND);
   sigaction(SIGSEGV, &sa, NULL);
 }
 
@@ -80,10 +87,12 @@ int main(int argc, char** argv) {
   g_page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (g_page == MAP_FAILED) return 2;
   if (before) install_handler();
-  if (faultline_install(NULL) != 0) return 2;
+  if (strcmp(argv[1], "none") && faultline_install(NULL) != 0) return 2;
   if (!before) install_handler();
   int survived = 0;
-  if (!strcmp(g_mode, "probe")) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  if (!strcmp(g_mode, "probe") || !strcmp(g_mode, "oneshot")) {
     for (int i = 0; i < count; ++i) {
       if (sigsetjmp(g_jmp, 1) == 0) {
         *(volatile char*)g_page = 1;
@@ -103,7 +112,11 @@ int main(int argc, char** argv) {
   } else if (!strcmp(g_mode, "unfixed")) {
     *(volatile char*)g_page = 1;
   }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
   printf("survived %d\n", survived);
+  if (getenv("RECOVERING_TIME")) {
+    printf("loop_ns %lld\n", (t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec));
+  }
   fflush(stdout);
   *(volatile int*)16 = 3; /* the genuine crash */
   return 0;

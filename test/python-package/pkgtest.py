@@ -7,9 +7,6 @@ import subprocess
 import sys
 import textwrap
 
-sys.path.insert(0, os.path.join(os.environ.get("FAULTLINE_SOURCE", os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "..")), "test", "lib"))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fltest  # noqa: E402
 
 sys.path.insert(0, os.path.join(fltest.SOURCE, "python"))

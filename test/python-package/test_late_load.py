@@ -9,13 +9,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 import pytest
 
 from pkgtest import PYTHONPATH, faulthandler_current, fltest, python_frames
 
-sys.path.insert(0, os.path.join(fltest.SOURCE, "test", "python"))
 import pyenvs  # noqa: E402
 
 SID_ROOT = os.environ.get("FAULTLINE_TORCH_ROOT", "/var/cache/faultline/sid-root")

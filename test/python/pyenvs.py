@@ -10,11 +10,9 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.environ.get("FAULTLINE_SOURCE", os.path.join(os.path.dirname(__file__), "..", "..")), "test", "lib"))
 import fltest  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))

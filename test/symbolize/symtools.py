@@ -7,7 +7,9 @@ import random
 import re
 import subprocess
 
-CLI = os.environ.get("FAULTLINE_CLI", "faultline")
+import fltest
+
+CLI = fltest.CLI
 BUILD = os.environ.get("FAULTLINE_BUILD", "")
 LLVM_SYMBOLIZER = "llvm-symbolizer-14"
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
@@ -15,15 +17,7 @@ LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 
 def run_cli(*args, stdin=None, env=None, check=False):
     """Runs the faultline command; returns the CompletedProcess (text mode)."""
-    full_env = dict(os.environ)
-    full_env.pop("DEBUGINFOD_URLS", None)  # tests opt in explicitly
-    if env:
-        full_env.update(env)
-    p = subprocess.run([CLI, *args], input=stdin, capture_output=True, text=True, errors="replace",
-                       env=full_env, timeout=120)
-    if check and p.returncode != 0:
-        raise AssertionError(f"faultline {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
-    return p
+    return fltest.cli(*args, input=stdin, env=env, check=check)
 
 
 def faultline_addresses(module, addresses, extra=()):

@@ -10,13 +10,10 @@ reports say about each frame's layer, the compile history and the hints.
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
-sys.path.insert(0, HERE)
 import fakes  # noqa: E402
 import fltest  # noqa: E402
 

@@ -4,11 +4,9 @@ PyTorch 1.13) shows faultline's summary and stack in its failure summary."""
 import datetime
 import os
 import subprocess
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 PYTHON = "/usr/bin/python3"

@@ -1,10 +1,7 @@
 """Every torch2 test's output names the torch and Python it ran with (the root's)."""
-import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rootrun  # noqa: E402
 
 _versions = None

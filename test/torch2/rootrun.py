@@ -10,9 +10,7 @@ import glob
 import json
 import os
 import subprocess
-import sys
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))

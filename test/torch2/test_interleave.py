@@ -8,13 +8,11 @@ other interpreters), C -> Python -> C -> Python -> C on two threads through
 ctypes and through an embedding program built against the root's 3.14."""
 import os
 import subprocess
-import sys
 
 import rootrun
 
 import fltest
 
-sys.path.insert(0, os.path.join(fltest.SOURCE, "test", "python"))
 import interleave_oracle as oracle  # noqa: E402
 
 ROOT = os.environ.get("FAULTLINE_TORCH_ROOT", "/var/cache/faultline/sid-root")

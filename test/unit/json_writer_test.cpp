@@ -3,6 +3,7 @@
 #include "core/json_writer.h"
 
 #include <doctest/doctest.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -129,4 +130,22 @@ TEST_CASE("a failing sink reports the failure") {
   w.str("0123456789abcdef");
   CHECK_FALSE(sink.flush());
   CHECK(sink.failed());
+}
+
+TEST_CASE("is_plain: only strings that need no escaping") {
+  CHECK(JsonWriter::is_plain("/usr/lib/x86_64-linux-gnu/libc.so.6", 35));
+  CHECK(JsonWriter::is_plain("", 0));
+  for (const char* s : {"a\"b", "a\\b", "a\nb", "a\x7f", "caf\xc3\xa9", "\x01"}) {
+    INFO(s);
+    CHECK_FALSE(JsonWriter::is_plain(s, strlen(s)));
+  }
+  std::string out = render([](JsonWriter& w) {
+    w.begin_object();
+    w.field_plain("module", "/lib/libc.so.6", 14);
+    w.field_str("next", "x");
+    w.end_object();
+  });
+  auto j = nlohmann::json::parse(out);
+  CHECK(j["module"] == "/lib/libc.so.6");
+  CHECK(j["next"] == "x");
 }

@@ -8,7 +8,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -16,8 +15,6 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.environ.get("FAULTLINE_SOURCE", os.path.dirname(os.path.dirname(HERE)))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(SOURCE, "test", "lib"))
 from fake_sentry import FakeSentry  # noqa: E402
 import fltest  # noqa: E402
 
