@@ -109,12 +109,17 @@ TEST_CASE("a torch.compile kernel frame: named by the output code's call, origin
   std::filesystem::create_directories(dir + "/xy");
   write(so, "not really ELF");
   write(dir + "/ab/cab.main.cpp", kKernelSource);
-  write(py, "def call(args):\n    buf0 = empty()\n    cpp_fused_index_mul_relu_0(arg1_1, arg0_1, buf0)\n");
+  write(py,
+        "def call(args):\n    buf0 = empty()\n    cpp_fused_index_mul_relu_0(arg1_1, arg0_1, "
+        "buf0)\n");
   Json report = Json::parse(R"({"threads": [{"crashed": true, "frames": [
-      {"kind": "native", "origin": "inductor", "pc": "0x1", "module": ")" + so + R"(", "symbol": "kernel"},
-      {"kind": "native", "origin": "inductor", "pc": "0x2", "module": ")" + so + R"(", "symbol": "_Z9kernel_pyP7_objectS0_"},
+      {"kind": "native", "origin": "inductor", "pc": "0x1", "module": ")" +
+                            so + R"(", "symbol": "kernel"},
+      {"kind": "native", "origin": "inductor", "pc": "0x2", "module": ")" +
+                            so + R"(", "symbol": "_Z9kernel_pyP7_objectS0_"},
       {"kind": "native", "origin": "cpython", "pc": "0x3", "module": "/usr/bin/python3.14"},
-      {"kind": "python", "origin": "inductor", "file": ")" + py + R"(", "line": 3, "function": "call"},
+      {"kind": "python", "origin": "inductor", "file": ")" +
+                            py + R"(", "line": 3, "function": "call"},
       {"kind": "python", "origin": "python", "file": "/job/model.py", "line": 7, "function": "forward"}]}]})");
   CHECK(annotate_inductor_kernels(report) == 1);
   const Json& k = report["threads"][0]["frames"][0]["inductor_kernel"];
