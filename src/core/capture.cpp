@@ -144,7 +144,8 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
   unwind_cfi_set_modules(CfiModules{nullptr, 0});
   run_phase(Phase::kModules, c, [&] {
     CfiModules cfi = {nullptr, 0};
-    if (!module_snapshot_use(&c->modules, &cfi, arena)) {
+    c->modules_from_snapshot = module_snapshot_use(&c->modules, &cfi, arena);
+    if (!c->modules_from_snapshot) {
       collect_modules(&c->modules, arena, &c->errors);
       cfi_modules_from_table(c->modules, &cfi, arena);
     }

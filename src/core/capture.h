@@ -62,6 +62,9 @@ struct Capture {
     uint64_t ns;
   } phases[kMaxPhases];
   int nphases;
+  // The module table came from the snapshot made outside the handler (it
+  // was current), not from a walk of the link map at crash time.
+  bool modules_from_snapshot;
   // The minidump beside the report (minidump_file.h): its file name in the
   // report directory ("" when none was written) and size.
   char minidump_file[160];

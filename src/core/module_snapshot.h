@@ -21,8 +21,12 @@ namespace faultline::core {
 // Install time and after dlopen/dlclose (not signal-safe: takes the
 // loader's lock through dl_iterate_phdr, and a mutex). Cheap when nothing
 // changed: modules already known are reused. True when modules were loaded
-// or unloaded since the last call.
-bool module_snapshot_refresh();
+// or unloaded since the last call. With `wait` false (the hooks on
+// pthread_create and dlopen), a refresh already running in another thread
+// makes this one return at once instead of waiting: a hook may run inside a
+// dlopen (a library's constructor) holding the loader's lock that the other
+// refresh waits for.
+bool module_snapshot_refresh(bool wait = true);
 
 // Around fork (install time, src/install): the fork waits for a refresh in
 // another thread to finish, so the child never inherits the snapshot's lock,

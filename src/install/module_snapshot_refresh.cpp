@@ -232,14 +232,18 @@ void module_snapshot_after_fork() {
   snapshot::clear_readers();
 }
 
-bool module_snapshot_refresh() {
+bool module_snapshot_refresh(bool wait) {
   static Walk walk;  // big: not on the stack of whatever thread called dlopen
   if (g_fork_child) return false;
   // The lock first, then the loader's (inside dl_iterate_phdr): a fork waits
   // for the lock (module_snapshot_before_fork), so it never happens while
   // this thread holds the loader's lock, which glibc does not reset in the
   // child.
-  pthread_mutex_lock(&g_mutex);
+  if (!wait) {
+    if (pthread_mutex_trylock(&g_mutex) != 0) return false;
+  } else {
+    pthread_mutex_lock(&g_mutex);
+  }
   __atomic_store_n(&g_refresher, static_cast<pid_t>(gettid()), __ATOMIC_RELEASE);
   Counters now = {~0ull, ~0ull};
   dl_iterate_phdr(read_counters, &now);

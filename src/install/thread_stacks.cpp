@@ -122,7 +122,7 @@ extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* 
   // Modules loaded since the last snapshot (a Python job imports its
   // extensions, then starts its worker threads): cheap when none were.
   // A C++ runtime among them gets the terminate hook.
-  if (faultline::core::g_crash.installed && faultline::core::module_snapshot_refresh()) {
+  if (faultline::core::g_crash.installed && faultline::core::module_snapshot_refresh(false)) {
     faultline::core::install_terminate_handler();
   }
   if (!faultline::core::g_enabled) return real(thread, attr, fn, arg);

@@ -1,0 +1,65 @@
+// Keeps the module snapshot (core/module_snapshot.h) close to the link map
+// in programs that load libraries long after start, as Python does with
+// every extension it imports: faultline interposes dlopen and refreshes the
+// snapshot before each one. So a crash finds the snapshot current, or
+// missing only the modules of the last dlopen (the crash-time walk reads
+// those and reuses the rest).
+//
+// Before, not after: dlopen finds its caller (whose RUNPATH, $ORIGIN and
+// namespace apply) from its return address, so the interposer must jump to
+// libc's dlopen with the caller's return address in place, never call it.
+// Install-side code, never run in the signal handler.
+#include <dlfcn.h>
+
+#include "core/crash.h"
+#include "core/module_snapshot.h"
+
+namespace faultline::core {
+namespace {
+
+using DlopenFn = void* (*)(const char*, int);
+
+}  // namespace
+}  // namespace faultline::core
+
+extern "C" {
+
+// Read by the assembly below (hidden: neither name leaves the library).
+faultline::core::DlopenFn g_fl_real_dlopen = nullptr;
+
+// Runs on every dlopen, before it. Returns nothing; the stub then jumps to
+// g_fl_real_dlopen, resolved here on first use.
+void fl_before_dlopen() {
+  if (!g_fl_real_dlopen) {
+    g_fl_real_dlopen = reinterpret_cast<faultline::core::DlopenFn>(dlsym(RTLD_NEXT, "dlopen"));
+  }
+  if (faultline::core::g_crash.installed) faultline::core::module_snapshot_refresh(false);
+}
+
+}  // extern "C"
+
+// dlopen(file, mode): save the arguments, call fl_before_dlopen with the
+// stack aligned, restore them, and jump (the caller's return address stays
+// on top of the stack for libc's dlopen to see).
+__asm__(
+    ".text\n"
+    ".globl dlopen\n"
+    ".type dlopen, @function\n"
+    "dlopen:\n"
+    ".cfi_startproc\n"
+    "  push %rdi\n"
+    ".cfi_adjust_cfa_offset 8\n"
+    "  push %rsi\n"
+    ".cfi_adjust_cfa_offset 8\n"
+    "  sub $8, %rsp\n"
+    ".cfi_adjust_cfa_offset 8\n"
+    "  call fl_before_dlopen\n"
+    "  add $8, %rsp\n"
+    ".cfi_adjust_cfa_offset -8\n"
+    "  pop %rsi\n"
+    ".cfi_adjust_cfa_offset -8\n"
+    "  pop %rdi\n"
+    ".cfi_adjust_cfa_offset -8\n"
+    "  jmp *g_fl_real_dlopen(%rip)\n"
+    ".cfi_endproc\n"
+    ".size dlopen, .-dlopen\n");
