@@ -5,6 +5,7 @@
 #include <link.h>
 #include <unistd.h>
 
+#include "core/elf_source.h"
 #include "core/safe_read.h"
 #include "core/str.h"
 #include "core/symbol_rank.h"
@@ -14,63 +15,6 @@ namespace {
 
 // Mangled C++ names can be long; 1 KiB keeps all but template monsters whole.
 constexpr size_t kMaxSymbolName = 1024;
-
-// Where a module's ELF bytes come from: its file, or its image in memory.
-struct ElfSource {
-  int fd = -1;
-  uintptr_t mem = 0;  // vDSO: the loaded image holds the whole file
-  bool read(void* dst, uint64_t off, size_t n) const {
-    if (fd >= 0) {
-      char* out = static_cast<char*>(dst);
-      while (n > 0) {
-        ssize_t r = pread(fd, out, n, static_cast<off_t>(off));
-        if (r <= 0) return false;
-        out += r;
-        off += static_cast<uint64_t>(r);
-        n -= static_cast<size_t>(r);
-      }
-      return true;
-    }
-    return mem && safe_read(dst, mem + off, n);
-  }
-};
-
-struct SymTab {
-  uint64_t sym_off, sym_size, str_off, str_size;
-  const ElfSource* src;
-  bool full;  // .symtab (all functions), not .dynsym (exported ones)
-};
-
-// Finds .symtab and .dynsym (with their string tables), at most two, in that
-// order. Returns the count, -1 if `src` is not a 64-bit ELF file.
-int find_symtabs(const ElfSource& src, SymTab* out) {
-  ElfW(Ehdr) eh;
-  if (!src.read(&eh, 0, sizeof eh)) return -1;
-  if (eh.e_ident[EI_MAG0] != ELFMAG0 || eh.e_ident[EI_MAG1] != ELFMAG1 ||
-      eh.e_ident[EI_MAG2] != ELFMAG2 || eh.e_ident[EI_MAG3] != ELFMAG3 ||
-      eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(ElfW(Shdr))) {
-    return -1;
-  }
-  int found = 0;
-  // .symtab first: it is a superset of .dynsym when present.
-  static const uint32_t kWanted[] = {SHT_SYMTAB, SHT_DYNSYM};
-  for (uint32_t want : kWanted) {
-    for (unsigned i = 0; i < eh.e_shnum && i < 65536; ++i) {
-      ElfW(Shdr) sh;
-      if (!src.read(&sh, eh.e_shoff + i * sizeof sh, sizeof sh)) return found;
-      if (sh.sh_type != want || sh.sh_entsize != sizeof(ElfW(Sym))) continue;
-      ElfW(Shdr) strsh;
-      if (sh.sh_link >= eh.e_shnum ||
-          !src.read(&strsh, eh.e_shoff + sh.sh_link * sizeof strsh, sizeof strsh)) {
-        continue;
-      }
-      out[found++] = {sh.sh_offset,  sh.sh_size, strsh.sh_offset,
-                      strsh.sh_size, &src,       want == SHT_SYMTAB};
-      break;
-    }
-  }
-  return found;
-}
 
 bool is_code_symbol(const ElfW(Sym) & s) {
   int type = ELF64_ST_TYPE(s.st_info);
@@ -86,9 +30,6 @@ struct Best {
   bool exact;  // pc inside [value, value+size)
   int rank;    // symbol_binding_rank of the symbol
 };
-
-// Symbols are read 256 at a time (6 KiB of stack).
-constexpr size_t kSymChunk = 256;
 
 // The symbol chunk buffer: static, not on the (possibly small) signal
 // stack; only the owner of a crash symbolizes.
@@ -390,164 +331,6 @@ void symbolize_threads(const ModuleTable& modules, ThreadCapture* threads, int n
     }
     if (n) symbolize_module_frames(modules.items[mi], group, n, arena, errors);
   }
-}
-
-namespace {
-
-// The section headers from `first` on, 16 at a time (one read for most
-// modules instead of one per header).
-struct ShdrReader {
-  const ElfSource& src;
-  const ElfW(Ehdr) & eh;
-  ElfW(Shdr) buf[16];
-  unsigned lo = 0, n = 0;
-  bool get(unsigned i, ElfW(Shdr) * out) {
-    if (i >= eh.e_shnum) return false;
-    if (i < lo || i >= lo + n) {
-      unsigned take = eh.e_shnum - i < 16 ? eh.e_shnum - i : 16;
-      if (!src.read(buf, eh.e_shoff + uint64_t{i} * sizeof(ElfW(Shdr)), take * sizeof(ElfW(Shdr))))
-        return false;
-      lo = i;
-      n = take;
-    }
-    *out = buf[i - lo];
-    return true;
-  }
-};
-
-// Finds .dynsym's GNU hash table (a lookup by name in a few reads instead of
-// a scan of every symbol: thousands of reads for libpython at start-up).
-bool gnu_hash_prepare(const ElfSource& src, SymbolLookup* l) {
-  ElfW(Ehdr) eh;
-  if (!src.read(&eh, 0, sizeof eh) || eh.e_shentsize != sizeof(ElfW(Shdr))) return false;
-  ShdrReader shdrs{src, eh, {}};
-  ElfW(Shdr) hash_sh = {}, sym_sh = {}, str_sh = {};
-  bool found = false;
-  for (unsigned i = 0; i < eh.e_shnum && i < 65536; ++i) {
-    ElfW(Shdr) sh;
-    if (!shdrs.get(i, &sh)) return false;
-    if (sh.sh_type == SHT_GNU_HASH && !found) {
-      hash_sh = sh;
-      found = true;
-    } else if (sh.sh_type == SHT_GNU_versym) {
-      l->versym_off = sh.sh_offset;  // .gnu.version: marks the non-default versions
-    }
-  }
-  if (!found || !shdrs.get(hash_sh.sh_link, &sym_sh) || !shdrs.get(sym_sh.sh_link, &str_sh) ||
-      !src.read(l->header, hash_sh.sh_offset, sizeof l->header) || l->header[0] == 0) {
-    return false;
-  }
-  l->hash_off = hash_sh.sh_offset;
-  l->sym_off = sym_sh.sh_offset;
-  l->str_off = str_sh.sh_offset;
-  l->str_size = str_sh.sh_size;
-  return true;
-}
-
-// Returns 1 found, 0 not there, -1 the table could not be read.
-int gnu_hash_find(const ElfSource& src, const SymbolLookup& l, const char* name, uint64_t* value) {
-  const uint32_t* header = l.header;  // nbuckets, symoffset, bloom words, bloom shift
-  uint32_t h = 5381;
-  for (const char* p = name; *p; ++p) h = h * 33 + static_cast<unsigned char>(*p);
-  uint64_t buckets = l.hash_off + sizeof l.header + uint64_t{header[2]} * sizeof(ElfW(Addr));
-  uint64_t chains = buckets + uint64_t{header[0]} * 4;
-  uint32_t index = 0;
-  if (!src.read(&index, buckets + (h % header[0]) * 4, 4)) return -1;
-  if (index < header[1]) return 0;
-  size_t len = str_len(name);
-  for (int guard = 0; guard < 4096; ++guard, ++index) {
-    uint32_t chain_hash = 0;
-    if (!src.read(&chain_hash, chains + uint64_t{index - header[1]} * 4, 4)) return -1;
-    if ((chain_hash | 1) == (h | 1)) {
-      ElfW(Sym) sym;
-      char buf[256];
-      if (len + 1 <= sizeof buf &&
-          src.read(&sym, l.sym_off + uint64_t{index} * sizeof sym, sizeof sym) &&
-          sym.st_name + len < l.str_size && src.read(buf, l.str_off + sym.st_name, len + 1) &&
-          buf[len] == '\0' && str_eq(buf, name) && sym.st_shndx != SHN_UNDEF) {
-        // memcpy@GLIBC_2.2.5 beside memcpy@@GLIBC_2.14: take the default,
-        // as the dynamic linker does.
-        uint16_t version = 0;
-        if (l.versym_off && src.read(&version, l.versym_off + uint64_t{index} * 2, 2) &&
-            (version & 0x8000)) {
-          if (chain_hash & 1) break;
-          continue;
-        }
-        *value = sym.st_value;
-        return 1;
-      }
-    }
-    if (chain_hash & 1) break;
-  }
-  return 0;
-}
-
-// Not exported (or no hash table): a scan of the symbol tables.
-uintptr_t scan_symtabs(const ElfSource& src, const char* name) {
-  SymTab tabs[2];
-  int ntabs = find_symtabs(src, tabs);
-  size_t name_len = str_len(name);
-  ElfW(Sym) syms[kSymChunk];
-  for (int t = ntabs - 1; t >= 0; --t) {  // .dynsym (smaller) first
-    uint64_t count = tabs[t].sym_size / sizeof(ElfW(Sym));
-    for (uint64_t i = 0; i < count; i += kSymChunk) {
-      size_t take = count - i < kSymChunk ? count - i : kSymChunk;
-      if (!src.read(syms, tabs[t].sym_off + i * sizeof(ElfW(Sym)), take * sizeof(ElfW(Sym)))) {
-        break;
-      }
-      for (size_t k = 0; k < take; ++k) {
-        if (syms[k].st_shndx == SHN_UNDEF || syms[k].st_name >= tabs[t].str_size) continue;
-        char buf[128];
-        if (name_len + 1 > sizeof buf) return 0;
-        if (!src.read(buf, tabs[t].str_off + syms[k].st_name, name_len + 1)) continue;
-        buf[name_len] = buf[name_len] ? 1 : 0;  // must end exactly there
-        if (buf[name_len] == 0 && str_eq(buf, name)) return syms[k].st_value;
-      }
-    }
-  }
-  return 0;
-}
-
-}  // namespace
-
-bool SymbolLookup::open(const Module& module, bool exported) {
-  close();
-  exported_only = exported;
-  bias = module.bias;
-  hash_ready = false;
-  versym_off = 0;
-  if (module.is_vdso || !module.path || !module.path[0]) return false;
-  fd = ::open(module.path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ElfSource src;
-  src.fd = fd;
-  hash_ready = gnu_hash_prepare(src, this);
-  return true;
-}
-
-uintptr_t SymbolLookup::find(const char* name) {
-  if (fd < 0) return 0;
-  ElfSource src;
-  src.fd = fd;
-  uint64_t value = 0;
-  int r = hash_ready ? gnu_hash_find(src, *this, name, &value) : -1;
-  if (r == 1) return bias + value;
-  if (exported_only) return 0;
-  value = scan_symtabs(src, name);
-  return value ? bias + value : 0;
-}
-
-void SymbolLookup::close() {
-  if (fd >= 0) ::close(fd);
-  fd = -1;
-}
-
-uintptr_t lookup_symbol_address(const Module& module, const char* name) {
-  SymbolLookup l;
-  l.open(module, false);
-  uintptr_t r = l.find(name);
-  l.close();
-  return r;
 }
 
 }  // namespace faultline::core

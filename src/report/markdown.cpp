@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "report/inductor_kernel.h"
 #include "report/render.h"
 
 namespace faultline::report {
@@ -165,6 +166,8 @@ std::string render(const Report& r, const Limits& lim, Cut& cut) {
   row("Kind", escape(unknown(r.kind)));
   row("Signal", signal);
   row("Category", escape(unknown(r.diagnosis.category)));
+  std::string kernel = crashed_inductor_kernel(r);
+  if (!kernel.empty()) row("Kernel", escape(kernel));
   row("Signature", r.diagnosis.signature.empty() ? "unknown" : code(r.diagnosis.signature));
   row("Python", python);
   row("PyTorch", escape(unknown(torch)));

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "report/inductor_kernel.h"
 #include "report/torch_hints.h"
 
 namespace faultline::report {
@@ -298,6 +299,8 @@ std::string render_text(const Report& r, const TextOptions& options) {
   if (!r.signal.fault_address.empty()) field("Fault address", r.signal.fault_address);
   if (r.signal.sender_pid) field("Sent by pid", std::to_string(*r.signal.sender_pid));
   field("Diagnosis", or_unknown(r.diagnosis.summary), true);
+  std::string kernel = crashed_inductor_kernel(r);
+  if (!kernel.empty()) field("Kernel", kernel);
   field("Category", or_unknown(r.diagnosis.category));
   field("Signature", or_unknown(r.diagnosis.signature));
   std::string process = or_unknown(r.process.pid);
@@ -413,6 +416,8 @@ std::string render_explain(const Report& r) {
   if (!r.signal.fault_address.empty()) out += "address:   " + e(r.signal.fault_address) + "\n";
   const Thread* t = r.crashed_thread();
   if (t && !t->frames.empty()) out += "top frame: " + e(frame_text(t->frames.front())) + "\n";
+  std::string kernel = crashed_inductor_kernel(r);
+  if (!kernel.empty()) out += "kernel:    " + e(kernel) + "\n";
   // Hints: the known-crash table (torch_hints.cpp), then any strings the
   // writer put in diagnosis.hints. Each table hint says what matched.
   std::vector<Hint> matched = match_hints(r.raw);

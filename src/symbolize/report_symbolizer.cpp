@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "symbolize/dwarf_index.h"
+#include "symbolize/inductor_kernels.h"
 
 namespace faultline::symbolize {
 namespace {
@@ -228,6 +229,8 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
       if (real.line > 0) ++stats.with_lines;
     }
   }
+  // After the lines: an AOTInductor kernel's call is found by its caller's line.
+  annotate_inductor_kernels(report);
   return stats;
 }
 

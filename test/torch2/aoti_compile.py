@@ -2,7 +2,9 @@
 `python3 aoti_compile.py OUT.pt2`. The model gathers x[idx] (a 16-element x,
 two indices) and Inductor's bounds check on the indices is turned off, as in
 a model whose indices come from data: an index far out of range makes the
-generated C++ kernel read unmapped memory."""
+generated C++ kernel read unmapped memory. comment_origin keeps each fused
+node's ATen op and source line in the generated kernel (lines marked
+`# ORIGIN:` below)."""
 import sys
 import time
 
@@ -11,11 +13,13 @@ import torch._inductor.config as cfg
 
 print(f"torch {torch.__version__} python {sys.version.split()[0]}", flush=True)
 cfg.assert_indirect_indexing = False
+cfg.comment_origin = True
 
 
 class Gather(torch.nn.Module):
     def forward(self, x, idx):
-        return torch.relu(x[idx] * 2)
+        y = x[idx] * 2  # ORIGIN: index, mul
+        return torch.relu(y)  # ORIGIN: relu
 
 
 start = time.monotonic()

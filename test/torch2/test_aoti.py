@@ -84,3 +84,25 @@ def test_aoti_server_crash_in_generated_kernel(tmp_path):
     run_impl = next(f for f in snative if "AOTInductorModel8run_impl" in (f.get("symbol") or ""))
     assert run_impl["file"].endswith(".wrapper.cpp"), run_impl
     assert KERNEL + "(" in source_line(run_impl["file"], run_impl["line"]), run_impl
+
+    # Provenance: the kernel's ATen ops and the model's lines they came from
+    # (aoti_compile.py sets comment_origin), shown by show, explain and markdown.
+    ik = k["inductor_kernel"]
+    assert ik["name"] == KERNEL and ik["call"] == f"{run_impl['file']}:{run_impl['line']}", ik
+    index_mul, relu = origin_line("index, mul"), origin_line("relu")
+    got = [(o["op"], os.path.basename(o["file"]), o["line"]) for o in ik["origins"]]
+    assert sorted(got) == sorted([("aten.relu.default", "aoti_compile.py", relu),
+                                  ("aten.mul.Tensor", "aoti_compile.py", index_mul),
+                                  ("aten.index.Tensor", "aoti_compile.py", index_mul)]), got
+    want = f"in {KERNEL} (from relu at aoti_compile.py:{relu}; mul, index at aoti_compile.py:{index_mul})"
+    assert f"Kernel:         {want}" in rootrun.cli("show", out)
+    assert f"kernel:    {want}" in rootrun.cli("explain", out)
+    assert "| Kernel | in cpp\\_fused\\_index\\_mul\\_relu\\_0 (from relu at aoti\\_compile.py" in rootrun.cli("markdown", out)
+
+
+def origin_line(ops):
+    with open(os.path.join(rootrun.HERE, "aoti_compile.py")) as f:
+        for n, line in enumerate(f, 1):
+            if line.rstrip().endswith("# ORIGIN: " + ops):
+                return n
+    raise AssertionError("no line marked " + ops)

@@ -101,6 +101,22 @@ def test_symbolize_names_the_generated_source_line(kernel_run, tmp_path):
     with open(top["file"]) as f:
         line = f.read().splitlines()[top["line"] - 1]
     assert "tmp6" in line, line  # x[idx]: the value read far outside x
+    # The module names its function `kernel`; the output code's call line
+    # names the kernel. jobs.py compiles without comment_origin: no origins,
+    # and the report says so.
+    ik = top["inductor_kernel"]
+    assert ik["name"] == "cpp_fused_index_mul_relu_0" and ik["source"] == top["file"], ik
+    assert ik["call"].endswith(".py:" + str(python_frames_call_line(rep))), ik
+    assert "comment_origin" in ik["origins_missing"] and "origins" not in ik, ik
+    show = rootrun.cli("show", str(out))
+    assert "Kernel:         in cpp_fused_index_mul_relu_0 (no source lines: compiled without " \
+        "torch._inductor.config.comment_origin" in show, show
+
+
+def python_frames_call_line(rep):
+    """The line of the output code's frame (Runner.call) in the crashed thread."""
+    t = fltest.crashed_thread(rep)
+    return next(f["line"] for f in t["frames"] if f["kind"] == "python" and f["function"] == "call")
 
 
 def test_symbolize_says_when_the_cache_is_gone(tmp_path):

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "core/elf_lookup.h"
 
 using namespace faultline::core;
 

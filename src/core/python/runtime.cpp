@@ -4,7 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/elf_symbols.h"
+#include "core/elf_lookup.h"
 #include "core/safe_read.h"
 #include "core/str.h"
 #include "core/sys.h"
