@@ -46,6 +46,9 @@ bool chain_call(int signo, siginfo_t* info, void* ucv);
 // for signo are then recorded as what faultline hands on to, not applied,
 // so faultline stays installed even if the handler siglongjmps away.
 bool chain_call_active(int signo);
+// For the interposer, inside such a call: keeps a reset to the default (or to
+// ignore) until faultline has decided what the handler's return means.
+bool chain_call_defer(int signo, const struct sigaction& act);
 
 // Whether two dispositions run the same function.
 bool same_function(const struct sigaction& a, const struct sigaction& b);

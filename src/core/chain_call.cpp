@@ -148,6 +148,7 @@ Outcome call(ThreadState* st, int signo, siginfo_t* info, void* ucv, bool report
   st->call.info = *info;
   st->call.uc = ucv;
   st->call.reported = reported ? 1 : 0;
+  st->call.has_deferred = 0;
   __atomic_store_n(&st->call.sp, reinterpret_cast<uintptr_t>(&cookie), __ATOMIC_RELEASE);
   sigset_t block = h.sa_mask, old;
   sigaddset(&block, signo);
@@ -167,9 +168,10 @@ Outcome call(ThreadState* st, int signo, siginfo_t* info, void* ucv, bool report
       static_cast<uintptr_t>(regs(ucv)[REG_RSP]) != sp) {
     return Outcome::kRecovered;
   }
-  // It reset the signal through faultline's sigaction() (recorded, not
-  // applied) and returns to let the retried instruction kill.
-  if (!is_function(g_crash.previous[signo])) return Outcome::kFatal;
+  // It reset the signal through faultline's sigaction() (recorded, not yet
+  // applied), or was one-shot, and returns to let the retried instruction
+  // kill.
+  if (st->call.has_deferred || !is_function(g_crash.previous[signo])) return Outcome::kFatal;
   return Outcome::kUnchanged;
 }
 
@@ -202,6 +204,13 @@ void let_it_die(int signo, const Pending& pending) {
   }
 }
 
+void apply_deferred(ThreadState* st, int signo) {
+  if (!st->call.has_deferred) return;
+  st->call.has_deferred = 0;
+  g_crash.previous_later[signo] = !same_function(st->call.deferred, g_crash.earlier[signo]);
+  g_crash.previous[signo] = st->call.deferred;
+}
+
 bool handler_first(int signo) {
   switch (g_crash.config.chain_order) {
     case ChainOrder::kReportFirst:
@@ -230,15 +239,18 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
     switch (call(st, signo, info, ucv, false, &pending)) {
       case Outcome::kRecovered:
       case Outcome::kReportedInside:
-        return true;
+        break;
       case Outcome::kUnchanged:
         remember(st, signo, info, ucv, false);
-        return true;
+        break;
       case Outcome::kFatal:
         if (report_crash(signo, info, ucv)) release_ownership();
+        apply_deferred(st, signo);
         let_it_die(signo, pending);
         return true;
     }
+    apply_deferred(st, signo);
+    return true;
   }
   // The report first: the handler was installed after faultline (it may
   // _exit), or it returned from this very fault unchanged before.
@@ -250,17 +262,13 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
     release_ownership();
     reported = true;
   }
-  switch (call(st, signo, info, ucv, true, &pending)) {
-    case Outcome::kRecovered:
-    case Outcome::kReportedInside:
-      break;
-    case Outcome::kUnchanged:
-      // Retried; if it faults again the same way, no second report.
-      remember(st, signo, info, ucv, reported);
-      break;
-    case Outcome::kFatal:
-      let_it_die(signo, pending);
-      break;
+  Outcome outcome = call(st, signo, info, ucv, true, &pending);
+  apply_deferred(st, signo);
+  if (outcome == Outcome::kUnchanged) {
+    // Retried; if it faults again the same way, no second report.
+    remember(st, signo, info, ucv, reported);
+  } else if (outcome == Outcome::kFatal) {
+    let_it_die(signo, pending);
   }
   return true;
 }
@@ -293,6 +301,14 @@ Nested chain_call_nested(ThreadState* st, void* ucv, int* signo, siginfo_t** inf
   *info = &st->call.info;
   *uc = st->call.uc;
   return Nested::kReportIt;
+}
+
+bool chain_call_defer(int signo, const struct sigaction& act) {
+  ThreadState* st = thread_state_find();
+  if (!st || st->call.signo != signo) return false;
+  st->call.deferred = act;
+  st->call.has_deferred = 1;
+  return true;
 }
 
 bool chain_call_active(int signo) {

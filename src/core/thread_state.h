@@ -26,6 +26,11 @@ struct ChainCall {
   siginfo_t info;  // the fault handed to it
   void* uc;
   volatile int reported;
+  // A reset to the default (or to ignore) that handler asked for through
+  // faultline's sigaction(), applied once faultline has decided: until then
+  // other threads' faults still reach the handler.
+  volatile int has_deferred;
+  struct sigaction deferred;
 };
 
 // A fault the program's handler returned from with nothing changed (the

@@ -57,7 +57,12 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
     // a disposition (re-arms itself, resets to the default before a
     // re-raise): recorded as what faultline hands on to.
     struct sigaction previous = g_crash.previous[signo];
-    if (act) {
+    bool function = act && ((act->sa_flags & SA_SIGINFO)
+                                ? act->sa_sigaction != nullptr
+                                : act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN);
+    if (act && !function) {
+      chain_call_defer(signo, *act);
+    } else if (act) {
       g_crash.previous_later[signo] = !same_function(*act, g_crash.earlier[signo]);
       g_crash.previous[signo] = *act;
     }

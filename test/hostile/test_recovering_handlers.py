@@ -57,6 +57,26 @@ def test_a_one_shot_handler_that_arms_itself_again_keeps_recovering(tmp_path):
     one_report_of_the_genuine_crash(r)
 
 
+def test_eight_threads_probing_at_once_then_a_crash(tmp_path):
+    # Each thread's call to the handler is its own (no crash is claimed
+    # while it runs): none waits for another, none is reported.
+    r = run(tmp_path, "before", "threads", "2000")
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    assert r.stdout == "survived 16000\n", r.stderr
+    rep = one_report_of_the_genuine_crash(r)
+    assert rep["other_crashes"] == [], rep["other_crashes"]
+
+
+def test_a_crash_while_eight_threads_keep_probing(tmp_path):
+    # The report is made while the other threads go on faulting and
+    # recovering (they answer the stack request from inside their handler).
+    r = run(tmp_path, "before", "threads-crash", "500")
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    rep = one_report_of_the_genuine_crash(r)
+    assert rep["other_crashes"] == [], rep["other_crashes"]
+    assert rep["threads_total"] == 9
+
+
 def test_a_handler_that_moves_the_pc_recovers_thousands_of_faults_without_reports(tmp_path):
     r = run(tmp_path, "before", "rewrite", "5000")
     assert r.returncode == -signal.SIGSEGV, r.stderr

@@ -13,10 +13,14 @@
  *   abort    the genuine crash, for which the handler calls abort().
  *   oneshot  probe with a one-shot handler (SA_RESETHAND) that arms itself
  *            again before each siglongjmp.
+ *   threads  8 threads probe COUNT times each at once, then the genuine crash.
+ *   threads-crash  8 threads probe without end; the genuine crash comes while
+ *            they do.
  * Prints "survived N" once the recoverable faults are behind it (and, with
  * RECOVERING_TIME set, "loop_ns T": their time, for bench/recovered_faults.py). */
 #define _GNU_SOURCE
 #include <faultline/faultline.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,7 +32,7 @@
 #include <unistd.h>
 
 static char* g_page;
-static sigjmp_buf g_jmp;
+static __thread sigjmp_buf g_jmp;
 static const char* g_mode = "probe";
 static volatile int g_fix; /* probe: fix the page instead of jumping */
 static volatile int g_calls;
@@ -79,6 +83,21 @@ static void install_handler(void) {
   sigaction(SIGSEGV, &sa, NULL);
 }
 
+static int g_count;
+static int g_thread_survived[8];
+
+static void* prober(void* arg) {
+  int* survived = arg;
+  for (int i = 0; g_count < 0 || i < g_count; ++i) {
+    if (sigsetjmp(g_jmp, 1) == 0) {
+      *(volatile char*)g_page = 1;
+    } else {
+      ++*survived;
+    }
+  }
+  return NULL;
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
   int before = !strcmp(argv[1], "before");
@@ -104,6 +123,24 @@ int main(int argc, char** argv) {
     *(volatile char*)g_page = 1; /* fixed by the handler, then retried */
     mprotect(g_page, 4096, PROT_NONE);
     ++survived;
+  } else if (!strcmp(g_mode, "threads")) {
+    pthread_t t[8];
+    g_count = count;
+    for (int i = 0; i < 8; ++i) pthread_create(&t[i], NULL, prober, &g_thread_survived[i]);
+    for (int i = 0; i < 8; ++i) {
+      pthread_join(t[i], NULL);
+      survived += g_thread_survived[i];
+    }
+  } else if (!strcmp(g_mode, "threads-crash")) {
+    pthread_t t[8];
+    g_count = -1;
+    for (int i = 0; i < 8; ++i) pthread_create(&t[i], NULL, prober, &g_thread_survived[i]);
+    while (1) { /* until every thread has recovered from COUNT probes */
+      int least = g_thread_survived[0];
+      for (int i = 1; i < 8; ++i) least = g_thread_survived[i] < least ? g_thread_survived[i] : least;
+      if (least >= count) break;
+      usleep(1000);
+    }
   } else if (!strcmp(g_mode, "rewrite")) {
     for (int i = 0; i < count; ++i) {
       store_rewritten(g_page);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/python.h"
+#include "core/python/code.h"
 #include "core/python/layouts.h"
 #include "core/python/runtime.h"
 #include "core/python/text.h"
@@ -16,18 +17,20 @@
 namespace faultline::core {
 namespace {
 
-using python::InstrKind;
+using python::code_info;
+using python::CodeInfo;
+using python::instr_offset;
+using python::kCodeCacheSlots;
 using python::PyLayout;
+using python::read_u64;
 using python::Runtime;
+using python::u64_in;
 
 // Interpreters walked: subinterpreters are rare; 64 bounds a corrupt list.
 constexpr int kMaxInterpreters = 64;
 // Frames followed per thread (kept or not): deeper than the default
 // recursion limit (1000) with room, bounded so a corrupt chain cannot spin.
 constexpr int kMaxFramesWalked = 20000;
-// Code objects remembered per capture (file/name/qualname decoded once).
-constexpr int kCodeCacheSlots = 1024;
-
 // Install-time state: zero-initialised POD, no constructor.
 struct InstallState {
   bool have_runtime;
@@ -53,18 +56,6 @@ struct CycleGuard {
   }
 };
 
-struct CodeInfo {
-  uintptr_t code;
-  const char* file;
-  const char* name;
-  const char* qualname;
-  int firstlineno;
-  uintptr_t table;  // line table bytes
-  long table_len;
-  uintptr_t first_instr;  // co_code_adaptive (3.11+)
-  const char* error;      // why the code object could not be used
-};
-
 struct Walk {
   const Runtime* rt;
   const PyLayout* l;
@@ -72,19 +63,6 @@ struct Walk {
   CaptureErrors* errors;
   CodeInfo* cache;  // kCodeCacheSlots, may be nullptr
 };
-
-// Used when the cache is full or could not be allocated (zero-initialised).
-CodeInfo g_code_scratch;
-
-uint64_t u64_in(const uint8_t* buf, int off) {
-  uint64_t v;
-  __builtin_memcpy(&v, buf + off, sizeof v);
-  return v;
-}
-
-bool read_u64(uintptr_t addr, uint64_t* v) {
-  return safe_read_obj(v, addr);
-}
 
 // A per-thread error message, in the arena: "python: thread T: what at 0x..".
 const char* thread_error(Arena* arena, uint64_t tid, const char* what, uintptr_t addr,
@@ -96,98 +74,6 @@ const char* thread_error(Arena* arena, uint64_t tid, const char* what, uintptr_t
   if (frame_index >= 0) b.add(" (frame ").add_dec(frame_index).add(")");
   const char* s = arena->dup(buf, b.len());
   return s ? s : "python: thread walk ended early (arena exhausted)";
-}
-
-// Reads a code object's names and line table once per capture.
-const CodeInfo* code_info(Walk* w, uintptr_t code) {
-  CodeInfo* slot = nullptr;
-  if (w->cache) {
-    size_t h = (code >> 4) * 0x9E3779B97F4A7C15ull >> 54;  // 10 bits: 1024 slots
-    for (int probe = 0; probe < 16; ++probe) {
-      CodeInfo* c = &w->cache[(h + probe) % kCodeCacheSlots];
-      if (c->code == code) return c;
-      if (c->code == 0) {
-        slot = c;
-        break;
-      }
-    }
-  }
-  if (!slot) slot = &g_code_scratch;
-  *slot = CodeInfo{};
-  slot->code = code;
-  const PyLayout& l = *w->l;
-  uint8_t buf[512];
-  int need = l.co_firstlineno + 4;
-  const int ptr_fields[] = {l.co_filename, l.co_name, l.co_qualname, l.co_linetable, l.ob_type};
-  for (int off : ptr_fields) {
-    if (off + 8 > need) need = off + 8;
-  }
-  if (need > static_cast<int>(sizeof buf) || !safe_read(buf, code, static_cast<size_t>(need))) {
-    slot->error = "code object unreadable";
-    return slot;
-  }
-  if (w->rt->code_type && u64_in(buf, l.ob_type) != w->rt->code_type) {
-    slot->error = "not a code object";
-    return slot;
-  }
-  python::TextError err = {nullptr};
-  slot->file =
-      python::read_unicode(l, u64_in(buf, l.co_filename), w->rt->unicode_type, w->arena, &err);
-  if (!slot->file) {
-    slot->error = "co_filename unreadable";
-    return slot;
-  }
-  slot->name = python::read_unicode(l, u64_in(buf, l.co_name), w->rt->unicode_type, w->arena, &err);
-  if (!slot->name) {
-    slot->error = "co_name unreadable";
-    return slot;
-  }
-  if (l.co_qualname >= 0) {
-    slot->qualname =
-        python::read_unicode(l, u64_in(buf, l.co_qualname), w->rt->unicode_type, w->arena, &err);
-  }
-  int32_t first;
-  __builtin_memcpy(&first, buf + l.co_firstlineno, sizeof first);
-  slot->firstlineno = first;
-  uintptr_t table = u64_in(buf, l.co_linetable);
-  int64_t len = -1;
-  uintptr_t type = 0;
-  if (table &&
-      read_u64(table + static_cast<uintptr_t>(l.bytes_size), reinterpret_cast<uint64_t*>(&len)) &&
-      read_u64(table + static_cast<uintptr_t>(l.ob_type), &type) &&
-      (!w->rt->bytes_type || type == w->rt->bytes_type)) {
-    slot->table = table + static_cast<uintptr_t>(l.bytes_sval);
-    slot->table_len = len;
-  } else {
-    slot->table_len = -1;
-  }
-  if (l.co_code_adaptive >= 0)
-    slot->first_instr = code + static_cast<uintptr_t>(l.co_code_adaptive);
-  return slot;
-}
-
-// The instruction offset in bytes a frame is at (negative: not started).
-long instr_offset(const PyLayout& l, const uint8_t* frame, const CodeInfo& c) {
-  switch (l.instr) {
-    case InstrKind::kLastiBytes: {
-      int32_t lasti;
-      __builtin_memcpy(&lasti, frame + l.fr_instr, sizeof lasti);
-      return lasti;
-    }
-    case InstrKind::kLastiUnits: {
-      int32_t lasti;
-      __builtin_memcpy(&lasti, frame + l.fr_instr, sizeof lasti);
-      return lasti < 0 ? -1 : static_cast<long>(lasti) * 2;
-    }
-    case InstrKind::kPrevInstr:
-    case InstrKind::kInstrPtr: {
-      uintptr_t p = u64_in(frame, l.fr_instr);
-      if (p < c.first_instr) return -1;
-      long units = static_cast<long>((p - c.first_instr) / 2);
-      return units * 2;
-    }
-  }
-  return -1;
 }
 
 // The first interpreter frame of a thread state.
@@ -296,7 +182,7 @@ void walk_frames(Walk* w, uintptr_t tstate, PyThread* py, int max_frames) {
     uintptr_t code = u64_in(buf, l.fr_code) & ~l.executable_tag_mask;
     ++py->frames_total;
     if (py->nframes < max_frames && py->frames) {
-      const CodeInfo* c = code_info(w, code);
+      const CodeInfo* c = code_info(*w->rt, *w->l, w->arena, w->cache, code);
       if (c->error) {
         --py->frames_total;
         py->error = thread_error(
