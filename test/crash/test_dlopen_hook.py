@@ -4,9 +4,7 @@ still sees its real caller (RUNPATH, $ORIGIN)."""
 import os
 import signal
 import subprocess
-import sys
 
-sys.path.insert(0, os.path.join(os.environ["FAULTLINE_SOURCE"], "test", "lib"))
 import fltest  # noqa: E402
 
 DLHOOK = fltest.program("dlhook")
