@@ -230,7 +230,15 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
   if (signo != SIGSEGV && signo != SIGBUS && signo != SIGILL && signo != SIGFPE) return false;
   if (!is_function(g_crash.previous[signo])) return false;
   ThreadState* st = thread_state();
-  if (!st) return false;
+  ThreadState unlisted;
+  if (!st) {
+    // Every entry belongs to a live thread: the handler still runs first,
+    // without the record (a signal it raises is reported as itself, and a
+    // fault it returns from unchanged is retried without end, as it would
+    // be without faultline).
+    memset(&unlisted, 0, sizeof unlisted);
+    st = &unlisted;
+  }
   bool repeat = same_fault(st->returned, signo, info, ucv);
   bool reported = repeat && st->returned.reported;
   st->returned.signo = 0;
