@@ -4,7 +4,8 @@
 configures and builds the `faultline` library and `faultline_cli` targets
 (Release, no tests) in build-wheel/, or in FAULTLINE_BUILD_DIR when that
 names an already configured build tree, and copies libfaultline.so and the
-`faultline` command into the package as faultline/_bundle/{lib,bin}. The
+`faultline` command into the package as faultline/_bundle/{lib,bin}, and
+faultline-boot.pth (the start-up hook) to the wheel's root. The
 wheel is tagged py3-none-<platform>: nothing in it depends on the Python
 version. CMAKE_ARGS adds arguments to the configure step."""
 import os
@@ -60,6 +61,11 @@ class BuildPyWithNative(build_py):
         cli = os.path.join(bundle, "bin", "faultline")
         shutil.copyfile(os.path.join(build, "bin", "faultline"), cli)
         os.chmod(cli, 0o755)
+        # At the wheel's root, so it lands in site-packages, where site runs
+        # it at start-up: torch.compile history without `import faultline`
+        # (python/_faultline_boot.py).
+        shutil.copyfile(os.path.join(HERE, "python", "faultline-boot.pth"),
+                        os.path.join(self.build_lib, "faultline-boot.pth"))
 
 
 class NativeDistribution(Distribution):

@@ -6,6 +6,9 @@
   enable      python3 -c "import faultline; faultline.enable()"   (loads the library late)
   preload     LD_PRELOAD=libfaultline.so python3 -c pass
   preload+enable  both (enable() reinstalls the preloaded library)
+  hook        python3 -c pass with the start-up hook installed as the wheel
+              installs it (faultline-boot.pth in a user site-packages)
+  preload+hook    both: the hook watches for torch, which `pass` never imports
 
     python3 bench/python_startup.py [BUILD_DIR] [--runs 31] [--python /usr/bin/python3]
 
@@ -14,8 +17,10 @@ A late load that the library does not support yet is reported as failing.
 """
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,6 +37,20 @@ def main():
     base_env.pop("LD_PRELOAD", None)
     base_env["PYTHONPATH"] = os.path.join(HERE, "..", "python")
     base_env["FAULTLINE_LIB"] = lib
+    # Every case has a user site-packages (PYTHONUSERBASE); the hook cases'
+    # holds _faultline_boot.py and faultline-boot.pth.
+    minor = subprocess.run([a.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    bases = tempfile.mkdtemp(prefix="faultline-bench-")
+    for kind in ("empty", "hook"):
+        os.makedirs(os.path.join(bases, kind, "lib", "python" + minor, "site-packages"))
+    site = os.path.join(bases, "hook", "lib", "python" + minor, "site-packages")
+    for f in ("_faultline_boot.py", "faultline-boot.pth"):
+        shutil.copy(os.path.join(HERE, "..", "python", f), site)
+    # As pip installs it: compiled to .pyc.
+    subprocess.run([a.python, "-m", "py_compile", os.path.join(site, "_faultline_boot.py")], check=True)
+    base_env["PYTHONUSERBASE"] = os.path.join(bases, "empty")
+    hook_env = dict(base_env, PYTHONUSERBASE=os.path.join(bases, "hook"))
     pre = dict(base_env, LD_PRELOAD=lib)
     cases = [
         ("bare", ["-c", "pass"], base_env),
@@ -39,6 +58,8 @@ def main():
         ("enable", ["-c", "import faultline; faultline.enable()"], base_env),
         ("preload", ["-c", "pass"], pre),
         ("preload+enable", ["-c", "import faultline; faultline.enable()"], pre),
+        ("hook", ["-c", "pass"], hook_env),
+        ("preload+hook", ["-c", "pass"], dict(hook_env, LD_PRELOAD=lib)),
     ]
     times = {name: [] for name, _, _ in cases}
     failed = set()
@@ -57,6 +78,10 @@ def main():
         note = "  (FAILED: " + "library cannot be loaded late" * (name == "enable") + ")" \
             if name in failed else ""
         print(f"  {name:<16} {m * 1e3:7.1f} ms  ratio {m / base:5.2f}  (+{(m - base) * 1e3:.1f} ms){note}")
+    pre_m = statistics.median(times["preload"])
+    hook_m = statistics.median(times["preload+hook"])
+    print(f"  the hook under the preload: ratio {hook_m / pre_m:.3f} to preload alone")
+    shutil.rmtree(bases, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -78,12 +78,32 @@ def test_wheel_contents(wheel):
         names = set(z.namelist())
         info = {i.filename: i for i in z.infolist()}
     for rel in ["faultline/__init__.py", "faultline/__main__.py", "faultline/_torch.py",
-                "faultline/_bundle/lib/libfaultline.so", "faultline/_bundle/bin/faultline"]:
+                "faultline/_bundle/lib/libfaultline.so", "faultline/_bundle/bin/faultline",
+                "_faultline_boot.py", "faultline-boot.pth"]:
         assert rel in names, rel
     assert info["faultline/_bundle/bin/faultline"].external_attr >> 16 & 0o111
     entry = [n for n in names if n.endswith("entry_points.txt")]
     with zipfile.ZipFile(wheel) as z:
         assert "faultline = faultline._launcher:main" in z.read(entry[0]).decode()
+
+
+def test_startup_hook_waits_for_torch(venv, tmp_path):
+    # Installed, faultline-boot.pth runs _faultline_boot at start-up: under the
+    # preload it watches for torch and imports faultline then, not before.
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("__version__ = '2.99.0'\n")
+    code = ("import sys; before = 'faultline' in sys.modules; import torch; "
+            "print(before, 'faultline' in sys.modules)")
+    env = venv_env(venv)
+    env["PYTHONPATH"] = str(tmp_path)
+    lib = subprocess.run([str(venv / "bin" / "python"), "-c", "import faultline._native as n; print(n.library_path())"],
+                         env=env, capture_output=True, text=True, check=True).stdout.strip()
+    p = subprocess.run([str(venv / "bin" / "python"), "-c", code], env=dict(env, LD_PRELOAD=lib),
+                       capture_output=True, text=True, cwd="/", timeout=60)
+    assert p.stdout.split() == ["False", "True"], p.stdout + p.stderr
+    p = subprocess.run([str(venv / "bin" / "python"), "-c", code], env=env, capture_output=True, text=True,
+                       cwd="/", timeout=60)
+    assert p.stdout.split() == ["False", "False"], p.stdout + p.stderr
 
 
 def test_installed_package_uses_its_own_library(venv):
