@@ -83,7 +83,12 @@ def eu_stack(build, n, runs):
 
 
 def phases(rep):
-    return {k: v / 1e6 for k, v in rep["faultline"].get("phases_ns", {}).items()}
+    """Milliseconds per phase, and "write": the rest of the capture time
+    (writing and renaming the report; threads_park is part of threads)."""
+    ph = {k: v / 1e6 for k, v in rep["faultline"].get("phases_ns", {}).items()}
+    ph["write"] = rep["faultline"]["capture_ns"] / 1e6 - sum(
+        v for k, v in ph.items() if k != "threads_park")
+    return ph
 
 
 def p1(build, runs, results):
@@ -101,6 +106,7 @@ def p1(build, runs, results):
                     ph.setdefault(k, []).append(v)
             ph = {k: med(v) for k, v in ph.items()}
             results[f"p1_{n}_{unwinder}"] = cap
+            results[f"p1_{n}_{unwinder}_phases"] = ph
             results[f"p1_{n}_frames"] = frames
             print(f"  {n + 1:>4} threads, {frames:>6.0f} frames, {unwinder:>9}: {cap:7.2f} ms   "
                   f"eu-stack -p {eu * 1e3:7.1f} ms   ratio {eu * 1e3 / cap:5.1f}x")
@@ -127,7 +133,7 @@ crash()
 def python_job(build, runs, results, torch):
     code = PY_JOB % ("import torch" if torch else "")
     for unwinder in ("cfi", "libunwind"):
-        caps, ph = [], {}
+        caps, ph, sources = [], {}, []
         for _ in range(runs):
             d = tempfile.mkdtemp(prefix="fl-perf-")
             env = dict(os.environ, LD_PRELOAD=lib(build), FAULTLINE_DIR=d, FAULTLINE_STDERR="0",
@@ -138,14 +144,17 @@ def python_job(build, runs, results, torch):
                     with open(os.path.join(d, f)) as fh:
                         rep = json.load(fh)
                     caps.append(rep["faultline"]["capture_ns"] / 1e6)
+                    sources.append(rep["faultline"].get("modules_from", "?"))
                     for k, v in phases(rep).items():
                         ph.setdefault(k, []).append(v)
             shutil.rmtree(d, ignore_errors=True)
         name = "torch" if torch else "python"
         results[f"py_{name}_{unwinder}"] = med(caps)
+        results[f"py_{name}_{unwinder}_phases"] = {k: med(v) for k, v in ph.items()}
+        snap = sum(1 for x in sources if x == "snapshot")
         print(f"  two-thread Python job{' (import torch)' if torch else ''}, {unwinder:>9}: "
-              f"{med(caps):6.2f} ms   phases (ms): " +
-              "  ".join(f"{k} {med(v):.2f}" for k, v in ph.items()))
+              f"{med(caps):6.2f} ms   modules from the snapshot in {snap}/{len(sources)}   "
+              "phases (ms): " + "  ".join(f"{k} {med(v):.2f}" for k, v in ph.items()))
 
 
 # ---- P2 ----------------------------------------------------------------------
@@ -223,19 +232,25 @@ def p3(build, runs, results):
             results[f"p3_{m.group(1)}"] = (float(m.group(2)), float(m.group(3)))
 
 
+def brief(ph, keys=("threads", "modules", "symbols", "write")):
+    return ", ".join(f"{k} {ph[k]:.2f}" for k in keys if k in ph)
+
+
 def markdown(r):
     rows = ["| what | result | baseline (same run) |", "| --- | --- | --- |"]
     for n in (64, 256):
         if f"p1_{n}_cfi" in r:
             eu = r[f"p1_{n}_eu"]
-            rows.append(f"| crash capture, {n + 1} threads x ~50 frames, signal to report renamed "
-                        f"| {r[f'p1_{n}_cfi']:.1f} ms (libunwind: {r[f'p1_{n}_libunwind']:.1f} ms) "
+            rows.append(f"| crash capture, {n + 1} threads x ~50 frames "
+                        f"({r[f'p1_{n}_frames']:,.0f} frames), handler entry to report renamed "
+                        f"| {r[f'p1_{n}_cfi']:.1f} ms (ms: {brief(r[f'p1_{n}_cfi_phases'])}); "
+                        f"libunwind {r[f'p1_{n}_libunwind']:.1f} ms "
                         f"| `eu-stack -p`: {eu:.0f} ms ({eu / r[f'p1_{n}_cfi']:.0f}x) |")
-    for k, label in (("py_python_cfi", "two-thread Python job"),
-                     ("py_torch_cfi", "two-thread Python job with torch imported")):
+    for k, label in (("py_python_cfi", "two-thread Python job crashing in ctypes"),
+                     ("py_torch_cfi", "the same job after `import torch`")):
         if k in r:
-            rows.append(f"| {label}, crash capture | {r[k]:.1f} ms "
-                        f"(libunwind: {r[k.replace('cfi', 'libunwind')]:.1f} ms) | |")
+            rows.append(f"| {label} | {r[k]:.1f} ms (ms: {brief(r[k + '_phases'])}); "
+                        f"libunwind {r[k.replace('cfi', 'libunwind')]:.1f} ms | |")
     for k, v in r.items():
         if k.startswith("p2_") and isinstance(v, tuple):
             (aw, ac), (bw, bc) = v

@@ -23,6 +23,13 @@ struct Module {
   bool is_main;
   bool is_vdso;
   uintptr_t eh_frame_hdr;  // runtime address of .eh_frame_hdr, 0 if none
+  // A module the crash-time walk took from the snapshot brings the
+  // unwinder's sparse index of its search table (see CfiModule; copied into
+  // the arena); null for modules read at crash time.
+  const int32_t* cfi_index = nullptr;
+  uint32_t cfi_index_len = 0;
+  uint32_t cfi_count = 0;
+  uintptr_t cfi_table = 0;
 };
 
 struct NativeFrame {

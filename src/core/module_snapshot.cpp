@@ -153,7 +153,7 @@ bool module_snapshot_use(ModuleTable* table, CfiModules* cfi, Arena* arena) {
 }
 
 bool module_snapshot_known(uintptr_t node, uintptr_t l_addr, uintptr_t l_name, uintptr_t l_ld,
-                           Module* out) {
+                           Module* out, Arena* arena) {
   int slot = snapshot::begin_read();
   if (slot < 0) return false;
   int idx = __atomic_load_n(&snapshot::g_published, __ATOMIC_SEQ_CST);
@@ -166,6 +166,17 @@ bool module_snapshot_known(uintptr_t node, uintptr_t l_addr, uintptr_t l_name, u
           e.listed) {
         *out = e.info;
         out->eh_frame_hdr = e.cfi.eh_frame_hdr;
+        // The index too: without it each lookup in a big module probes its
+        // table with a read per step (the buffer may be rewritten once we
+        // stop reading it; the copy stays).
+        int32_t* index = e.cfi.index ? arena->alloc_array<int32_t>(e.cfi.index_len) : nullptr;
+        if (index) {
+          copy_bytes(index, e.cfi.index, sizeof(int32_t) * e.cfi.index_len);
+          out->cfi_index = index;
+          out->cfi_index_len = e.cfi.index_len;
+          out->cfi_count = e.cfi.count;
+          out->cfi_table = e.cfi.table;
+        }
         found = true;
       }
     }
@@ -198,7 +209,8 @@ bool cfi_modules_from_table(const ModuleTable& table, CfiModules* cfi, Arena* ar
       out[j] = out[j - 1];
       --j;
     }
-    out[j] = {m.base, m.end, m.eh_frame_hdr, nullptr, 0, 0, 0};
+    out[j] = {m.base,          m.end,       m.eh_frame_hdr, m.cfi_index,
+              m.cfi_index_len, m.cfi_count, m.cfi_table};
   }
   cfi->count = n;
   return true;

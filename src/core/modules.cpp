@@ -227,7 +227,7 @@ bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors, bo
     // A module the snapshot already knows: no reads of its headers.
     if (reuse_snapshot &&
         module_snapshot_known(lm_addr, lm.l_addr, reinterpret_cast<uintptr_t>(lm.l_name),
-                              reinterpret_cast<uintptr_t>(lm.l_ld), m)) {
+                              reinterpret_cast<uintptr_t>(lm.l_ld), m, arena)) {
       m->path = arena->dup(m->path, 4096);
       ++table->count;
       lm_addr = reinterpret_cast<uintptr_t>(lm.l_next);

@@ -249,11 +249,23 @@ void read_cmdline(Config* cfg) {
 }
 
 void open_report_dir(Config* cfg, const char* dir) {
-  if (cfg->dir_fd >= 0) close(cfg->dir_fd);
   if (!dir || !*dir) dir = ".";
-  cfg->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  cfg->dir_errno = cfg->dir_fd < 0 ? errno : 0;
-  g_crash.dir_id = fd_identity(cfg->dir_fd);
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int open_errno = fd < 0 ? errno : 0;
+  FdIdentity id = fd_identity(fd);
+  if (cfg->dir_fd >= 0 && fd_still(cfg->dir_fd, g_crash.dir_id) && id.valid &&
+      id.dev == g_crash.dir_id.dev && id.ino == g_crash.dir_id.ino) {
+    // A second install naming the same directory (faultline.enable() after
+    // the preload): the descriptor a crash on another thread may be using
+    // right now stays as it is.
+    close(fd);
+    return;
+  }
+  // Another directory: the old descriptor is left open (one descriptor per
+  // such install), so a report being written through it is not cut off.
+  cfg->dir_fd = fd;
+  cfg->dir_errno = open_errno;
+  g_crash.dir_id = id;
   char* real = realpath(dir, nullptr);
   str_copy(cfg->dir, sizeof cfg->dir, real ? real : dir);
   free(real);

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 namespace {
 
 volatile int* volatile g_null = nullptr;
@@ -112,12 +114,31 @@ int main(int argc, char** argv) {
       if (f) std::fclose(f);
       return out;
     };
+    auto fds = [] {
+      std::string out;
+      for (int fd = 0; fd < 1024; ++fd) {
+        char link[64], target[512];
+        std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n > 0) out += std::to_string(fd) + "=" + std::string(target, n) + "\n";
+      }
+      return out;
+    };
+    // A hole at 0: a descriptor closed and opened again would land there.
+    close(0);
     std::vector<std::string> before = arenas();
+    std::string fds_before = fds();
     faultline_options bigger;
     faultline_options_init(&bigger);
     bigger.arena_bytes = 64u << 20;
     if (faultline_install(&bigger) != 0) return 5;
     std::vector<std::string> after = arenas();
+    // The report directory's descriptor (the same directory) stays too.
+    if (fds() != fds_before) {
+      std::printf("descriptors before:\n%s", fds_before.c_str());
+      std::printf("descriptors after:\n%s", fds().c_str());
+      return 8;
+    }
     for (const auto& a : before) {
       bool kept = false;
       for (const auto& b : after) kept = kept || a == b;

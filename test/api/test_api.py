@@ -67,9 +67,10 @@ def test_install_uninstall_install():
     assert r.reports == []
 
 
-def test_a_second_install_keeps_the_live_arena():
+def test_a_second_install_keeps_the_live_arena_and_directory_descriptor():
     # Before, a bigger arena_bytes unmapped the arena and mapped a new one,
-    # under a crash or dump another thread might be writing.
+    # and the report directory was closed and opened again, under a crash or
+    # dump another thread might be writing.
     r = run("install-twice")
     assert r.returncode == -signal.SIGSEGV, (r.returncode, r.stdout, r.stderr)
     assert r.stdout.startswith("arenas kept: ") and r.stdout.split()[2] != "0", r.stdout

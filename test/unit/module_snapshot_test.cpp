@@ -9,6 +9,7 @@
 #include <link.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include <initializer_list>
@@ -113,8 +114,8 @@ TEST_CASE("module snapshot: another dynamic section at the same node is another 
   auto name = reinterpret_cast<uintptr_t>(lm->l_name);
   auto ld = reinterpret_cast<uintptr_t>(lm->l_ld);
   Module m;
-  CHECK(module_snapshot_known(node, lm->l_addr, name, ld, &m));
-  CHECK_FALSE(module_snapshot_known(node, lm->l_addr, name, ld + 0x1000, &m));
+  CHECK(module_snapshot_known(node, lm->l_addr, name, ld, &m, &f.arena));
+  CHECK_FALSE(module_snapshot_known(node, lm->l_addr, name, ld + 0x1000, &m, &f.arena));
 
   // The node as dlclose(A) + dlopen(B) could leave it: same node, address
   // and name pointer, another dynamic section.
@@ -140,4 +141,47 @@ TEST_CASE("module snapshot: another dynamic section at the same node is another 
   dlclose(h);
   module_snapshot_refresh();
   CHECK(f.use());
+}
+
+TEST_CASE("module snapshot: the crash-time walk keeps the unwinder's index of known modules") {
+  Fixture f;
+  module_snapshot_refresh();
+  REQUIRE(f.use());
+  void* h = load_new();  // not in the snapshot: the walk reads it
+  REQUIRE(h);
+  ModuleTable t = f.table;
+  CaptureErrors errors = {};
+  REQUIRE(collect_modules(&t, &f.arena, &errors, true));
+  const snapshot::Buffer& b = snapshot::g_buffers[snapshot::g_published];
+  int with_index = 0, new_modules = 0;
+  for (int i = 0; i < t.count; ++i) {
+    const Module& m = t.items[i];
+    const snapshot::Entry* e = nullptr;
+    for (int k = 0; k < b.count; ++k) {
+      if (b.entries[k].listed && b.entries[k].info.base == m.base) e = &b.entries[k];
+    }
+    if (!e) {
+      ++new_modules;
+      CHECK(m.cfi_index == nullptr);
+      continue;
+    }
+    INFO(m.path);
+    REQUIRE((m.cfi_index != nullptr) == (e->cfi.index != nullptr));
+    if (!m.cfi_index) continue;
+    ++with_index;
+    CHECK(m.cfi_index != e->cfi.index);  // a copy, in the arena
+    CHECK(m.cfi_index_len == e->cfi.index_len);
+    CHECK(memcmp(m.cfi_index, e->cfi.index, sizeof(int32_t) * m.cfi_index_len) == 0);
+    CHECK(m.cfi_table == e->cfi.table);
+    CHECK(m.cfi_count == e->cfi.count);
+  }
+  CHECK(new_modules == 1);
+  CHECK(with_index > 0);
+  CfiModules cfi = {};
+  REQUIRE(cfi_modules_from_table(t, &cfi, &f.arena));
+  int indexed = 0;
+  for (int i = 0; i < cfi.count; ++i) indexed += cfi.items[i].index != nullptr;
+  CHECK(indexed == with_index);
+  dlclose(h);
+  module_snapshot_refresh();
 }
