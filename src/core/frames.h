@@ -26,10 +26,13 @@ struct Module {
   // A module the crash-time walk took from the snapshot brings the
   // unwinder's sparse index of its search table (see CfiModule; copied into
   // the arena); null for modules read at crash time.
-  const int32_t* cfi_index = nullptr;
-  uint32_t cfi_index_len = 0;
-  uint32_t cfi_count = 0;
-  uintptr_t cfi_table = 0;
+  // No default member initializers: they would make every global holding a
+  // Module (the snapshot's buffers) dynamically initialised, touching
+  // megabytes at start-up.
+  const int32_t* cfi_index;
+  uint32_t cfi_index_len;
+  uint32_t cfi_count;
+  uintptr_t cfi_table;
 };
 
 struct NativeFrame {

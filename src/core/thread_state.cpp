@@ -36,7 +36,14 @@ bool thread_is_gone(pid_t tid) {
 ThreadState* thread_state_find() {
   pid_t tid = sys_gettid();
   for (int i = 0, at = home(tid); i < kMaxThreadStates; ++i, at = (at + 1) % kMaxThreadStates) {
-    if (__atomic_load_n(&g_states[at].tid, __ATOMIC_ACQUIRE) == tid) return &g_states[at];
+    pid_t owner = __atomic_load_n(&g_states[at].tid, __ATOMIC_ACQUIRE);
+    if (owner == tid) return &g_states[at];
+    // Never used: this thread took the first free entry from its home on
+    // (entries are never freed, only reclaimed when none is free), so its
+    // entry is not further on. Stopping here keeps a lookup of a thread
+    // without an entry (every sigaction of the program) from reading all
+    // 1024 entries, ~600 KiB of them.
+    if (owner == 0) return nullptr;
   }
   return nullptr;
 }
