@@ -252,7 +252,10 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
         remember(st, signo, info, ucv, false);
         break;
       case Outcome::kFatal:
-        if (report_crash(signo, info, ucv)) release_ownership();
+        // The process ends now: the crash stays owned, so another thread's
+        // fault in the meantime is recorded for this report, not reported
+        // on its own.
+        report_crash(signo, info, ucv);
         apply_deferred(st, signo);
         let_it_die(signo, pending);
         return true;
