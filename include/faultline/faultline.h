@@ -100,7 +100,8 @@ typedef struct faultline_options {
   int thread_altstacks;
   /* 1: keep faultline's handlers in front when the program installs its own
    * for the same signals later (sigaction() is interposed); theirs runs after
-   * faultline's report. */
+   * faultline's report (FAULTLINE_CHAIN_ORDER=handler-first: before it, at a
+   * hardware fault, so its recoveries cost no report; doc/security.md). */
   int stay_in_front;
   /* Called in the crash handler after capture, before the report is written. */
   faultline_crash_callback callback;

@@ -21,9 +21,13 @@
 
 #include "core/chain.h"
 #include "core/crash.h"
+#include "core/fd_identity.h"
 #include "core/handler.h"
+#include "core/handler_state.h"
+#include "core/raw_log.h"
 #include "core/safe_read.h"
 #include "core/sigaction_real.h"
+#include "core/str.h"
 #include "core/sys.h"
 #include "core/thread_state.h"
 
@@ -31,6 +35,8 @@ namespace faultline::core {
 namespace {
 
 std::atomic<uint64_t> g_calls{0};
+// A report file's name: faultline-<time>-<host>-<pid>-<tid>-<random>.json.
+constexpr size_t kReportNameBytes = 160;
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 enum class Outcome {
@@ -204,6 +210,25 @@ void let_it_die(int signo, const Pending& pending) {
   }
 }
 
+// A report written before the handler ran, which then recovered (it moved
+// the pc or sp): the fault did not end the process, so the report is taken
+// back, with the minidump of the same name if there is one.
+void withdraw(const char* name) {
+  const Config& cfg = g_crash.config;
+  if (!name[0] || cfg.dir_fd < 0 || !fd_still(cfg.dir_fd, g_crash.dir_id)) return;
+  if (unlinkat(cfg.dir_fd, name, 0) != 0) return;
+  char dmp[kReportNameBytes + 8];
+  size_t len = str_len(name);
+  StrBuf d(dmp, sizeof dmp);
+  d.add_n(name, len > 5 ? len - 5 : len).add(".dmp");  // "<stem>.json" -> "<stem>.dmp"
+  if (!d.truncated()) unlinkat(cfg.dir_fd, dmp, 0);
+  if (str_eq(path_basename(g_handler.last_report), name)) g_handler.last_report[0] = '\0';
+  if (cfg.write_stderr) {
+    raw_log("faultline: the program's handler recovered from the fault; report withdrawn: ");
+    write_escaped_line(name, len);
+  }
+}
+
 void apply_deferred(ThreadState* st, int signo) {
   if (!st->call.has_deferred) return;
   st->call.has_deferred = 0;
@@ -252,7 +277,10 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
         remember(st, signo, info, ucv, false);
         break;
       case Outcome::kFatal:
-        if (report_crash(signo, info, ucv)) release_ownership();
+        // The process ends now: the crash stays owned, so another thread's
+        // fault in the meantime is recorded for this report, not reported
+        // on its own.
+        report_crash(signo, info, ucv);
         apply_deferred(st, signo);
         let_it_die(signo, pending);
         return true;
@@ -262,16 +290,22 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
   }
   // The report first: the handler was installed after faultline (it may
   // _exit), or it returned from this very fault unchanged before.
+  char written[kReportNameBytes] = "";
   if (!reported) {
+    char before[kReportNameBytes];
+    str_copy(before, sizeof before, path_basename(last_report_path()));
     if (!report_crash(signo, info, ucv)) {
       chain(signo, info);  // another thread's crash was reported: hand ours on
       return true;
     }
+    const char* now = path_basename(last_report_path());
+    if (!str_eq(now, before)) str_copy(written, sizeof written, now);
     release_ownership();
     reported = true;
   }
   Outcome outcome = call(st, signo, info, ucv, true, &pending);
   apply_deferred(st, signo);
+  if (outcome == Outcome::kRecovered) withdraw(written);
   if (outcome == Outcome::kUnchanged) {
     // Retried; if it faults again the same way, no second report.
     remember(st, signo, info, ucv, reported);

@@ -225,6 +225,8 @@ const OriginRule kRules[] = {
      kDynamoGuardsPy},
     {"dynamo.output_graph.python", true, contains("/torch/_dynamo/output_graph.py"), kAnything,
      nullptr, kDynamoOutput},
+    {"dynamo.compiled_autograd.python", true, contains("/torch/_dynamo/compiled_autograd.py"),
+     kAnything, nullptr, kDynamoAutograd},
     {"dynamo.python", true, contains("/torch/_dynamo/"), kAnything, nullptr, kDynamoPy},
     {"aot_autograd.module", true, contains("/torch/_functorch/aot_autograd.py"), kAnything, nullptr,
      kAotAutograd},

@@ -119,6 +119,21 @@ def test_a_later_handler_kept_behind_faultline_gets_the_report_first(tmp_path, o
         fltest.validate(rep)
 
 
+def test_a_later_handler_that_moves_the_pc_gets_each_early_report_withdrawn(tmp_path):
+    # Report first (it may _exit), then it returns with the pc moved: the
+    # fault was recovered, so the report is taken back and stderr says so.
+    r = run(tmp_path, "after", "rewrite", "3", FAULTLINE_STAY_IN_FRONT="1")
+    assert r.returncode == -signal.SIGSEGV and r.stdout == "survived 3\n", r.stderr
+    assert r.stderr.count("report withdrawn: faultline-") == 3, r.stderr
+    assert r.stderr.count("report written to") == 4, r.stderr
+    assert len(r.reports) == 1, r.stderr
+    rep = fltest.validate(r.reports[0])
+    assert rep["signal"]["fault_address"] == "0x10"
+    withdrawn = [line.split("report withdrawn: ")[1] for line in r.stderr.splitlines()
+                 if "report withdrawn: " in line]
+    assert not any(os.path.exists(os.path.join(r.report_dir, n)) for n in withdrawn)
+
+
 def test_handler_first_for_a_later_handler_gives_no_report_for_its_recoveries(tmp_path):
     r = run(tmp_path, "after", "rewrite", "100", FAULTLINE_STAY_IN_FRONT="1",
             FAULTLINE_CHAIN_ORDER="handler-first")

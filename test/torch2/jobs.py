@@ -79,7 +79,29 @@ def backward():
     loss.backward()  # USER: backward
 
 
-SCENARIOS = {f.__name__: f for f in (inductor_kernel, resume, backward)}
+class GatherSum(torch.nn.Module):
+    def forward(self, x, idx):
+        return (x[idx] * 2).sum()
+
+
+def compiled_autograd():
+    """A crash in a backward pass run by compiled autograd: Dynamo traces the
+    autograd graph into an FX graph (<eval_with_key>) that Inductor compiles;
+    its scatter of the gradient into x uses an index that was changed
+    after the forward (through .data, which autograd does not see), and the
+    generated kernel writes far outside the gradient's buffer."""
+    import torch._inductor.config as cfg
+    cfg.assert_indirect_indexing = False
+    model = torch.compile(GatherSum())
+    x = torch.randn(16, requires_grad=True)
+    idx = torch.tensor([1, 2])
+    loss = model(x, idx)
+    idx.data.fill_(1 << 40)  # the index saved for backward
+    with torch._dynamo.compiled_autograd._enable(torch.compile(backend="inductor")):
+        loss.backward()  # USER: compiled autograd
+
+
+SCENARIOS = {f.__name__: f for f in (inductor_kernel, resume, backward, compiled_autograd)}
 
 if __name__ == "__main__":
     SCENARIOS[sys.argv[1]]()

@@ -82,6 +82,43 @@ def test_backward_python_frames(backward_run):
     assert "in libtorch (ATen)" in s and "while running native_gradient_term at jobs.py:" in s, s
 
 
+@pytest.fixture(scope="module")
+def compiled_autograd_run(tmp_path_factory):
+    return rootrun.run_job("compiled_autograd", tmp_path_factory.mktemp("compiled_autograd"))
+
+
+def test_compiled_autograd_layers_in_call_order(compiled_autograd_run):
+    # Innermost first: the Inductor kernel of the compiled backward, its
+    # output code, the compiled-autograd FX graph, compiled autograd's runtime
+    # wrapper, the autograd engine that called it, the user's loss.backward().
+    t = fltest.crashed_thread(compiled_autograd_run.report)
+    frames = t["frames"]
+    assert frames[0]["origin"] == "inductor" and frames[0]["kind"] == "native", frames[0]
+
+    def first(pred, what):
+        found = [i for i, f in enumerate(frames) if pred(f)]
+        assert found, (what, [(f.get("origin"), f.get("symbol") or f.get("function")) for f in frames])
+        return found[0], frames[found[0]]
+
+    steps = [
+        first(lambda f: f["kind"] == "python" and f["origin"] == "inductor" and f["function"] == "call", "output code"),
+        first(lambda f: f["kind"] == "python" and f["file"].startswith("<eval_with_key>"), "FX graph"),
+        first(lambda f: f["kind"] == "python" and f["file"].endswith("/torch/_dynamo/compiled_autograd.py"),
+              "compiled autograd"),
+        first(lambda f: "6Engine7execute" in (f.get("symbol") or ""), "engine"),
+        first(lambda f: f["kind"] == "python" and f["file"] == rootrun.JOBS, "user"),
+    ]
+    order = [i for i, _ in steps]
+    assert order == sorted(order), order
+    (_, out), (_, fx), (_, ca), (_, engine), (_, user) = steps
+    assert fx["origin"] == "fx" and ca["origin"] == "dynamo" and engine["origin"] == "aten", (fx, ca, engine)
+    assert user["line"] == user_line("USER: compiled autograd"), user
+    s = compiled_autograd_run.report["diagnosis"]["summary"]
+    assert "Inductor-generated C++ kernel" in s and f"at jobs.py:{user_line('USER: compiled autograd')}" in s, s
+    out = rootrun.cli("explain", rootrun.report_path(compiled_autograd_run))
+    assert "Hint [torch.generated-code]" in out, out
+
+
 # ---- the repeated-compile pattern: examples/torch-compile/modulelist_recompile.py
 
 EXAMPLE = os.path.join(fltest.SOURCE, "examples", "torch-compile", "modulelist_recompile.py")
