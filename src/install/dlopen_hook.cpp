@@ -47,6 +47,7 @@ __asm__(
     ".type dlopen, @function\n"
     "dlopen:\n"
     ".cfi_startproc\n"
+    "  endbr64\n"  // a no-op unless indirect-branch tracking is on
     "  push %rdi\n"
     ".cfi_adjust_cfa_offset 8\n"
     "  push %rsi\n"
