@@ -7,7 +7,7 @@ baseline in the same run (medians). Not a test; nothing fails.
 
 P1  capture: a process of N threads x ~50 frames crashes (SIGSEGV on its main
     thread); the handler's own time (the report's faultline.capture_ns, handler
-    entry to report renamed) against `eu-stack -p` on the same program live,
+    entry to the report complete) against `eu-stack -p` on the same program live,
     for 64 and 256 threads, with each unwinder (FAULTLINE_UNWINDER=cfi and
     libunwind), and the phase breakdown (faultline.phases_ns). Then a
     two-thread Python job that crashes in native code (ctypes).
@@ -92,7 +92,7 @@ def phases(rep):
 
 
 def p1(build, runs, results):
-    print("P1  capture, crash -> report renamed (handler time, median of %d)" % runs)
+    print("P1  capture (handler entry to report complete, median of %d)" % runs)
     for n in (64, 256):
         eu = eu_stack(build, n, max(3, runs // 2))
         for unwinder in ("cfi", "libunwind"):
@@ -242,7 +242,7 @@ def markdown(r):
         if f"p1_{n}_cfi" in r:
             eu = r[f"p1_{n}_eu"]
             rows.append(f"| crash capture, {n + 1} threads x ~50 frames "
-                        f"({r[f'p1_{n}_frames']:,.0f} frames), handler entry to report renamed "
+                        f"({r[f'p1_{n}_frames']:,.0f} frames), handler entry to report complete "
                         f"| {r[f'p1_{n}_cfi']:.1f} ms (ms: {brief(r[f'p1_{n}_cfi_phases'])}); "
                         f"libunwind {r[f'p1_{n}_libunwind']:.1f} ms "
                         f"| `eu-stack -p`: {eu:.0f} ms ({eu / r[f'p1_{n}_cfi']:.0f}x) |")

@@ -43,3 +43,12 @@ def test_abort_reported_when_cxx_runtime_loaded_after_last_thread_start():
     rep = fltest.validate(r.report)
     assert rep["signal"]["name"] == "SIGABRT"
     assert "throw_late" in fltest.native_symbols(fltest.crashed_thread(rep))
+
+
+def test_library_has_no_dynamic_initialisers():
+    # A global with a non-constant initialiser (a struct gaining a default
+    # member initialiser is enough) runs at load in every process and
+    # touches all of it: the module snapshot's buffers are megabytes.
+    syms = subprocess.run(["nm", os.environ["FAULTLINE_LIB"]], capture_output=True, text=True,
+                          check=True).stdout
+    assert "_GLOBAL__sub_I" not in syms, [s for s in syms.splitlines() if "_GLOBAL__sub_I" in s]
