@@ -5,6 +5,9 @@
 //   api_driver uninstalled   install, uninstall, crash: no report
 //   api_driver dump-serving  dump_now() from a thread while 8 others serve; then exit 0
 //   api_driver callback      the user callback adds to the report; then crash
+//   api_driver install-twice a second install (bigger arena) keeps the arena and fds; dump, crash
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -14,8 +17,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <unistd.h>
 
 namespace {
 

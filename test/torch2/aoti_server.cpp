@@ -5,20 +5,21 @@
 // ("request"), so a crash report names the request that caused it. A
 // poisoned request (an index far out of range) faults inside the generated
 // kernel, whose bounds check was compiled out.
+#include <ATen/ATen.h>
 #include <faultline/faultline.h>
 #include <stdio.h>
 #include <string.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 
-#include <ATen/ATen.h>
 #include <string>
 #include <vector>
 
 namespace {
 
-__attribute__((noinline)) float serve(torch::inductor::AOTIModelPackageLoader& model, const at::Tensor& x,
-                                      long long i0, long long i1) {
-  std::vector<at::Tensor> in = {x, at::tensor({static_cast<int64_t>(i0), static_cast<int64_t>(i1)}, at::kLong)};
+__attribute__((noinline)) float serve(torch::inductor::AOTIModelPackageLoader& model,
+                                      const at::Tensor& x, long long i0, long long i1) {
+  std::vector<at::Tensor> in = {
+      x, at::tensor({static_cast<int64_t>(i0), static_cast<int64_t>(i1)}, at::kLong)};
   std::vector<at::Tensor> out = model.run(in);
   return out.at(0).sum().item<float>();
 }
