@@ -87,16 +87,14 @@ void unwind_init(bool per_thread_cache) {
   // Loaded late, libunwind's TLS is dynamic: a thread's first touch would
   // call malloc inside the handler, so no cache then (slower, but safe).
   // Warm up so the first use at crash time does not initialise anything
-  // lazily.
+  // lazily: one step does it (each further one cost every process start a
+  // lookup and seven sigprocmask pairs).
   unw_set_caching_policy(unw_local_addr_space,
                          per_thread_cache ? UNW_CACHE_PER_THREAD : UNW_CACHE_NONE);
   unw_context_t ctx;
   unw_getcontext(&ctx);
   unw_cursor_t cursor;
-  if (unw_init_local(&cursor, &ctx) == 0) {
-    for (int i = 0; i < 4 && unw_step(&cursor) > 0; ++i) {
-    }
-  }
+  if (unw_init_local(&cursor, &ctx) == 0) unw_step(&cursor);
 }
 
 void unwind_frame_pointers(uintptr_t fp, ThreadCapture* t, int max_frames) {
