@@ -18,7 +18,7 @@ static volatile int consumer_depth;
 __attribute__((noinline)) static int consumer_recurse(int n) {
   consumer_depth = n;
   if (n == 0) return *consumer_null;
-  return consumer_recurse(n - 1) + n;  /* not a tail call: every level keeps a frame */
+  return consumer_recurse(n - 1) + n; /* not a tail call: every level keeps a frame */
 }
 
 static int consumer_report(const char* what, int rc) {
