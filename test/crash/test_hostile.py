@@ -209,16 +209,22 @@ def test_live_dumps_leave_the_process_healthy():
     p = subprocess.Popen([THREADS, "dump-wait", "3"], env=env, stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert p.stdout.readline() == b"ready\n"
+
+    def published():
+        # A dump in progress is a hidden temporary file; only published reports count.
+        return [n for n in os.listdir(d) if n.startswith("faultline-") and n.endswith(".json")]
+
     for i in range(100):
-        before = len(os.listdir(d))
+        before = len(published())
         os.kill(p.pid, signal.SIGUSR2)
         deadline = time.time() + 10
-        while len(os.listdir(d)) == before and time.time() < deadline:
+        while len(published()) == before and time.time() < deadline:
             time.sleep(0.002)
-        assert len(os.listdir(d)) == before + 1, f"dump {i} not written"
+        assert len(published()) == before + 1, f"dump {i} not written"
     p.stdin.close()
     assert p.wait(timeout=30) == 0
     names = sorted(os.listdir(d))
+    assert names == sorted(published()), names  # no temporary file left behind
     reports = []
     for n in names:
         with open(os.path.join(d, n)) as f:
