@@ -309,25 +309,31 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
   // The report first: the handler was installed after faultline (it may
   // _exit), or it returned from this very fault unchanged before.
   char written[kReportNameBytes] = "";
+  // Whether this fault has a report of its own (or had one before).
+  bool own = true;
   if (!reported) {
     char before[kReportNameBytes];
     str_copy(before, sizeof before, path_basename(last_report_path()));
-    if (!report_crash(signo, info, ucv)) {
-      chain(signo, info);  // another thread's crash was reported: hand ours on
-      return true;
+    if (report_crash(signo, info, ucv)) {
+      const char* now = path_basename(last_report_path());
+      if (!str_eq(now, before)) str_copy(written, sizeof written, now);
+      release_ownership();
+    } else {
+      // Another thread owned the crash (ours is listed in its report). A
+      // runtime faulting on several threads at once recovers that one too,
+      // so this fault is still the handler's to decide; handing it on here
+      // would take faultline out for good.
+      own = false;
     }
-    const char* now = path_basename(last_report_path());
-    if (!str_eq(now, before)) str_copy(written, sizeof written, now);
-    release_ownership();
-    reported = true;
   }
-  Outcome outcome = call(st, signo, info, ucv, true, st != &unlisted, &pending);
+  Outcome outcome = call(st, signo, info, ucv, own, st != &unlisted, &pending);
   apply_deferred(st, signo);
   if (outcome == Outcome::kRecovered) withdraw(written);
   if (outcome == Outcome::kUnchanged) {
     // Retried; if it faults again the same way, no second report.
-    remember(st, signo, info, ucv, reported);
+    remember(st, signo, info, ucv, own);
   } else if (outcome == Outcome::kFatal) {
+    if (!own) report_crash(signo, info, ucv);  // the other report may have been withdrawn
     let_it_die(signo, pending);
   }
   return true;

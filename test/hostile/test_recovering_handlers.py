@@ -147,6 +147,18 @@ def test_a_later_handler_that_moves_the_pc_gets_each_early_report_withdrawn(tmp_
     assert not any(os.path.exists(os.path.join(r.report_dir, n)) for n in withdrawn)
 
 
+def test_later_handler_recovering_on_eight_threads_at_once_keeps_faultline(tmp_path):
+    # Report first on each thread; a thread that faults while another owns
+    # the crash waits for that report, and its fault is still the handler's
+    # to recover. Before, that thread handed its fault on and faultline
+    # stepped aside for good: the genuine crash then had no report.
+    r = run(tmp_path, "after", "rewrite-threads", "40", FAULTLINE_STAY_IN_FRONT="1")
+    assert r.returncode == -signal.SIGSEGV and r.stdout == "survived 320\n", r.stderr
+    assert len(r.reports) == 1, (len(r.reports), r.stderr[-3000:])
+    rep = fltest.validate(r.reports[0])
+    assert rep["signal"]["fault_address"] == "0x10"
+
+
 def test_handler_first_for_a_later_handler_gives_no_report_for_its_recoveries(tmp_path):
     r = run(tmp_path, "after", "rewrite", "100", FAULTLINE_STAY_IN_FRONT="1",
             FAULTLINE_CHAIN_ORDER="handler-first")

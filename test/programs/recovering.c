@@ -17,6 +17,8 @@
  *            jump restores no signal mask (SIGSEGV was never blocked); at the
  *            genuine crash it resets SIGSEGV and raises it again at once.
  *   threads  8 threads probe COUNT times each at once, then the genuine crash.
+ *   rewrite-threads  8 threads fault COUNT times each at once, recovered as
+ *            in rewrite, then the genuine crash.
  *   threads-crash  8 threads probe without end; the genuine crash comes while
  *            they do.
  * Prints "survived N" once the recoverable faults are behind it (and, with
@@ -62,7 +64,7 @@ static void handler(int sig, siginfo_t* si, void* ucv) {
       }
       return; /* nothing changed: the store faults again */
     }
-    if (!strcmp(g_mode, "rewrite")) {
+    if (!strncmp(g_mode, "rewrite", 7)) {
       uc->uc_mcontext.gregs[REG_RIP] = (greg_t)after_store;
       return;
     }
@@ -103,6 +105,15 @@ static void* prober(void* arg) {
   return NULL;
 }
 
+static void* rewriter(void* arg) {
+  int* survived = arg;
+  for (int i = 0; i < g_count; ++i) {
+    store_rewritten(g_page);
+    ++*survived;
+  }
+  return NULL;
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
   int before = !strcmp(argv[1], "before");
@@ -129,10 +140,11 @@ int main(int argc, char** argv) {
     *(volatile char*)g_page = 1; /* fixed by the handler, then retried */
     mprotect(g_page, 4096, PROT_NONE);
     ++survived;
-  } else if (!strcmp(g_mode, "threads")) {
+  } else if (!strcmp(g_mode, "threads") || !strcmp(g_mode, "rewrite-threads")) {
     pthread_t t[8];
     g_count = count;
-    for (int i = 0; i < 8; ++i) pthread_create(&t[i], NULL, prober, &g_thread_survived[i]);
+    void* (*body)(void*) = strcmp(g_mode, "threads") ? rewriter : prober;
+    for (int i = 0; i < 8; ++i) pthread_create(&t[i], NULL, body, &g_thread_survived[i]);
     for (int i = 0; i < 8; ++i) {
       pthread_join(t[i], NULL);
       survived += g_thread_survived[i];
