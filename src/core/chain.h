@@ -50,6 +50,10 @@ bool chain_call_active(int signo);
 // ignore) until faultline has decided what the handler's return means.
 bool chain_call_defer(int signo, const struct sigaction& act);
 
+// Set at install: whether the program's sigaction() calls reach faultline's
+// interposer (preloaded or linked), not the kernel (loaded late).
+extern volatile int g_sigaction_interposed;
+
 // Whether two dispositions run the same function.
 bool same_function(const struct sigaction& a, const struct sigaction& b);
 
@@ -58,7 +62,10 @@ bool same_function(const struct sigaction& a, const struct sigaction& b);
 // a raise of another signal). kReportIt: the report is of the fault that
 // handler was called for (the arguments are replaced with it); kReported:
 // that fault was reported already, this signal is only handed on.
-enum class Nested { kNo, kReportIt, kReported };
+// kHeld: the program's SA_NODEFER handler raised its own signal again; it is
+// held for faultline to act on once that handler returns (the caller just
+// returns).
+enum class Nested { kNo, kReportIt, kReported, kHeld };
 Nested chain_call_nested(ThreadState* st, void* ucv, int* signo, siginfo_t** info, void** uc);
 
 }  // namespace faultline::core

@@ -6,12 +6,16 @@
 // stepping aside after the first, would both be wrong.
 //
 // The handler runs on this thread's current stack with its sa_mask and the
-// signal itself blocked, even with SA_NODEFER: a re-raise (faulthandler's)
-// then stays pending until faultline has written the report, also where
-// faultline was loaded late and the handler's sigaction() reaches the kernel
-// directly. The price: a fault inside that handler itself ends the process
-// at once (as it would without faultline unless the handler had
-// SA_NODEFER).
+// signal itself blocked: a re-raise (faulthandler's) then stays pending until
+// faultline has written the report. The price: a fault inside that handler
+// itself ends the process at once (as it would without faultline). A handler
+// with SA_NODEFER runs with the signal unblocked, as the kernel runs it: it
+// may jump away with sigsetjmp(env, 0) or longjmp, which restore no mask, and
+// a signal left blocked would make the thread's next fault kill the process.
+// Its re-raise is then held by faultline's handler (chain_call_nested). Not
+// where faultline was loaded late: the handler's reset to the default reaches
+// the kernel there, and an unblocked re-raise would end the process before
+// the report.
 #include <stdint.h>
 #include <string.h>
 #include <ucontext.h>
@@ -27,11 +31,15 @@
 #include "core/raw_log.h"
 #include "core/safe_read.h"
 #include "core/sigaction_real.h"
+#include "core/signals.h"
 #include "core/str.h"
 #include "core/sys.h"
 #include "core/thread_state.h"
 
 namespace faultline::core {
+
+volatile int g_sigaction_interposed = 0;
+
 namespace {
 
 std::atomic<uint64_t> g_calls{0};
@@ -135,8 +143,9 @@ void remember(ThreadState* st, int signo, const siginfo_t* info, void* ucv, bool
 }
 
 // Calls the handler faultline hands signo on to, as the kernel would have
-// (its mask blocked, SA_RESETHAND honoured), and says what it did.
-Outcome call(ThreadState* st, int signo, siginfo_t* info, void* ucv, bool reported,
+// (its mask blocked, SA_RESETHAND honoured), and says what it did. `listed`:
+// st is this thread's entry, which faultline's handler finds again.
+Outcome call(ThreadState* st, int signo, siginfo_t* info, void* ucv, bool reported, bool listed,
              Pending* pending) {
   struct sigaction h = g_crash.previous[signo];
   if (h.sa_flags & SA_RESETHAND) {
@@ -155,9 +164,11 @@ Outcome call(ThreadState* st, int signo, siginfo_t* info, void* ucv, bool report
   st->call.uc = ucv;
   st->call.reported = reported ? 1 : 0;
   st->call.has_deferred = 0;
+  st->call.nodefer = listed && (h.sa_flags & SA_NODEFER) && g_sigaction_interposed ? 1 : 0;
+  st->call.reraised = 0;
   __atomic_store_n(&st->call.sp, reinterpret_cast<uintptr_t>(&cookie), __ATOMIC_RELEASE);
   sigset_t block = h.sa_mask, old;
-  sigaddset(&block, signo);
+  if (!st->call.nodefer) sigaddset(&block, signo);
   sigprocmask(SIG_BLOCK, &block, &old);
   if (h.sa_flags & SA_SIGINFO) {
     h.sa_sigaction(signo, info, ucv);
@@ -167,6 +178,13 @@ Outcome call(ThreadState* st, int signo, siginfo_t* info, void* ucv, bool report
   __atomic_store_n(&st->call.sp, 0, __ATOMIC_RELEASE);
   pending->valid = false;
   bool raised = take_pending(signo, pending);
+  if (!raised && st->call.reraised) {
+    pending->valid = true;
+    pending->info = st->call.reraise_info;
+    raised = true;
+  }
+  st->call.nodefer = 0;
+  st->call.reraised = 0;
   sigprocmask(SIG_SETMASK, &old, nullptr);
   if (st->call.reported && !reported) return Outcome::kReportedInside;
   if (raised || gave_up(signo, h)) return Outcome::kFatal;
@@ -269,7 +287,7 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
   st->returned.signo = 0;
   Pending pending = {};
   if (handler_first(signo) && !repeat) {
-    switch (call(st, signo, info, ucv, false, &pending)) {
+    switch (call(st, signo, info, ucv, false, st != &unlisted, &pending)) {
       case Outcome::kRecovered:
       case Outcome::kReportedInside:
         break;
@@ -303,7 +321,7 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
     release_ownership();
     reported = true;
   }
-  Outcome outcome = call(st, signo, info, ucv, true, &pending);
+  Outcome outcome = call(st, signo, info, ucv, true, st != &unlisted, &pending);
   apply_deferred(st, signo);
   if (outcome == Outcome::kRecovered) withdraw(written);
   if (outcome == Outcome::kUnchanged) {
@@ -336,6 +354,17 @@ Nested chain_call_nested(ThreadState* st, void* ucv, int* signo, siginfo_t** inf
   if (!inside_call(st, ucv ? static_cast<uintptr_t>(regs(ucv)[REG_RSP]) : 0)) {
     __atomic_store_n(&st->call.sp, 0, __ATOMIC_RELEASE);
     return Nested::kNo;
+  }
+  if (st->call.nodefer && *signo == st->call.signo && *info &&
+      signal_sent_by_process((*info)->si_code)) {
+    // The SA_NODEFER handler raised its signal again (faulthandler does,
+    // after its traceback): held, as the kernel would keep it pending for a
+    // handler with the signal blocked.
+    if (!st->call.reraised) {
+      st->call.reraise_info = **info;
+      st->call.reraised = 1;
+    }
+    return Nested::kHeld;
   }
   if (st->call.reported) return Nested::kReported;
   st->call.reported = 1;

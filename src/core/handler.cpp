@@ -188,6 +188,10 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   if (!state) state = thread_state_find();
   Nested nested =
       state ? chain_call_nested(state, ucv, &report_signo, &report_info, &report_uc) : Nested::kNo;
+  if (nested == Nested::kHeld) {
+    errno = saved_errno;  // acted on when the program's handler returns
+    return;
+  }
   if (nested == Nested::kReported) {
     // Raised by the program's handler that faultline called after reporting
     // the fault: only handed on.

@@ -31,6 +31,12 @@ struct ChainCall {
   // other threads' faults still reach the handler.
   volatile int has_deferred;
   struct sigaction deferred;
+  // An SA_NODEFER handler runs with its signal unblocked, as the kernel runs
+  // it; a re-raise of that signal by the handler is held here instead of
+  // pending in the kernel (kept until faultline has decided).
+  volatile int nodefer;
+  volatile int reraised;
+  siginfo_t reraise_info;
 };
 
 // A fault the program's handler returned from with nothing changed (the

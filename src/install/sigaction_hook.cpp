@@ -37,6 +37,16 @@ bool ours(int signo) {
 
 void resolve_real_sigaction() {
   resolve();
+  // Preloaded or linked, the program's sigaction() is this library's; loaded
+  // late (dlopen, RTLD_LOCAL), libc's.
+  Dl_info mine = {}, program = {};
+  void* used = dlsym(RTLD_DEFAULT, "sigaction");
+  g_sigaction_interposed =
+      used && dladdr(used, &program) &&
+              dladdr(reinterpret_cast<void*>(&resolve_real_sigaction), &mine) &&
+              program.dli_fbase == mine.dli_fbase
+          ? 1
+          : 0;
 }
 
 }  // namespace faultline::core

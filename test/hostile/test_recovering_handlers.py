@@ -57,6 +57,19 @@ def test_a_one_shot_handler_that_arms_itself_again_keeps_recovering(tmp_path):
     one_report_of_the_genuine_crash(r)
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_an_sa_nodefer_handler_that_jumps_without_restoring_the_mask(tmp_path, where):
+    # SA_NODEFER: the kernel never blocks SIGSEGV for it, so a jump to
+    # sigsetjmp(env, 0) restores no mask. faultline must not leave SIGSEGV
+    # blocked behind it either: the next probe would be forced to the
+    # default action (no report, the process dies where it would go on).
+    env = {"FAULTLINE_STAY_IN_FRONT": "1", "FAULTLINE_CHAIN_ORDER": "handler-first"}
+    r = run(tmp_path, where, "nodefer", "50", **(env if where == "after" else {}))
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    assert r.stdout == "survived 51\n", r.stderr
+    one_report_of_the_genuine_crash(r)
+
+
 def test_eight_threads_probing_at_once_then_a_crash(tmp_path):
     # Each thread's call to the handler is its own (no crash is claimed
     # while it runs): none waits for another, none is reported.

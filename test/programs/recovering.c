@@ -13,6 +13,9 @@
  *   abort    the genuine crash, for which the handler calls abort().
  *   oneshot  probe with a one-shot handler (SA_RESETHAND) that arms itself
  *            again before each siglongjmp.
+ *   nodefer  probe with an SA_NODEFER handler and sigsetjmp(env, 0): the
+ *            jump restores no signal mask (SIGSEGV was never blocked); at the
+ *            genuine crash it resets SIGSEGV and raises it again at once.
  *   threads  8 threads probe COUNT times each at once, then the genuine crash.
  *   threads-crash  8 threads probe without end; the genuine crash comes while
  *            they do.
@@ -72,6 +75,7 @@ static void handler(int sig, siginfo_t* si, void* ucv) {
   }
   if (!strcmp(g_mode, "abort")) abort();
   signal(sig, SIG_DFL); /* not ours: die as without a handler */
+  if (!strcmp(g_mode, "nodefer")) raise(sig); /* at once, as faulthandler does */
 }
 
 static void install_handler(void) {
@@ -79,7 +83,8 @@ static void install_handler(void) {
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = handler;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_SIGINFO | (strcmp(g_mode, "oneshot") ? 0 : SA_RESETHAND);
+  sa.sa_flags = SA_SIGINFO | (strcmp(g_mode, "oneshot") ? 0 : SA_RESETHAND) |
+                (strcmp(g_mode, "nodefer") ? 0 : SA_NODEFER);
   sigaction(SIGSEGV, &sa, NULL);
 }
 
@@ -111,9 +116,10 @@ int main(int argc, char** argv) {
   int survived = 0;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  if (!strcmp(g_mode, "probe") || !strcmp(g_mode, "oneshot")) {
+  if (!strcmp(g_mode, "probe") || !strcmp(g_mode, "oneshot") || !strcmp(g_mode, "nodefer")) {
+    int save_mask = strcmp(g_mode, "nodefer") != 0;
     for (int i = 0; i < count; ++i) {
-      if (sigsetjmp(g_jmp, 1) == 0) {
+      if (sigsetjmp(g_jmp, save_mask) == 0) {
         *(volatile char*)g_page = 1;
       } else {
         ++survived;
