@@ -69,6 +69,19 @@ struct Capture {
   // report directory ("" when none was written) and size.
   char minidump_file[160];
   uint64_t minidump_bytes;
+  // The signal as delivered when a handler raised it again over the
+  // original fault (reraise.h); signo, info and uc's registers then describe
+  // the original fault.
+  struct Reraised {
+    bool present;
+    int signo;
+    siginfo_t info;
+    int frame;  // index of the signal trampoline in the crashed thread's native frames
+    // The original siginfo was rebuilt from the context's trap number, error
+    // code and cr2: the handler was no SA_SIGINFO one, so the kernel's frame
+    // held none.
+    bool from_context;
+  } reraised;
   // Diagnosis (computed after capture).
   char summary[512];
   const char* category;

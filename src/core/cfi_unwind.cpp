@@ -136,6 +136,10 @@ CfiStatus step(const CfiModules& mods, CfiRegs* regs, bool* exact, WalkState* w)
 
 }  // namespace
 
+bool cfi_is_sigreturn(uintptr_t pc) {
+  return is_sigreturn(pc);
+}
+
 bool cfi_follows_call(uintptr_t ret) {
   // call rel32 (e8), or call through a register or memory (ff /2): 2, 3,
   // 4, 6 or 7 bytes from ff on (ModRM, SIB, displacement; a REX prefix comes

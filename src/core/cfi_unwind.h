@@ -77,6 +77,11 @@ void cfi_regs_to_ucontext(const CfiRegs& regs, ucontext_t* uc);
 // return address). Reads through the SafeReader.
 bool cfi_follows_call(uintptr_t ret);
 
+// Whether pc is the rt_sigreturn trampoline (mov $15,%rax; syscall), where a
+// signal handler returns to: sp there is the kernel's signal frame. Reads
+// through the SafeReader.
+bool cfi_is_sigreturn(uintptr_t pc);
+
 // Index of the module holding pc, or -1.
 int cfi_find_module(const CfiModules& mods, uintptr_t pc);
 

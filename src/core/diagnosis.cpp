@@ -2,6 +2,7 @@
 #include "core/diagnosis.h"
 
 #include "core/classify.h"
+#include "core/reraise.h"
 #include "core/signals.h"
 #include "core/signature.h"
 #include "core/terminate.h"
@@ -72,6 +73,11 @@ namespace {
 // signal machinery, or for an uncaught exception the thrower (the frame
 // below __cxa_throw, when the stack has it).
 const NativeFrame* crash_site(const Capture& c, const ThreadCapture* t) {
+  // A fault a handler raised again: the frame the original signal
+  // interrupted, below the trampoline.
+  if (c.reraised.present && t && c.reraised.frame + 1 < t->nframes) {
+    return &t->frames[c.reraised.frame + 1];
+  }
   const NativeFrame* where = nullptr;
   for (int i = 0; t && i < t->nframes; ++i) {
     if (!is_raise_frame(c, t->frames[i])) {
@@ -151,7 +157,10 @@ void write_signature(Capture* c, const ThreadCapture* t) {
   SignatureBuilder s(si ? si->name : "?", c->category,
                      c->kind == CaptureKind::kTerminate ? g_terminate.type : nullptr,
                      signal_sent_by_process(c->info.si_code));
-  for (int i = 0; t && i < t->nframes && s.wants_native(); ++i) {
+  // A re-raised fault is signed from the frame it interrupted: the same
+  // signature as without the handler that raised it again.
+  int first = c->reraised.present ? c->reraised.frame + 1 : 0;
+  for (int i = first; t && i < t->nframes && s.wants_native(); ++i) {
     const NativeFrame& f = t->frames[i];
     const char* path = f.module >= 0 ? c->modules.items[f.module].path : nullptr;
     uint64_t offset = f.module >= 0 ? f.pc - c->modules.items[f.module].bias : 0;
@@ -178,6 +187,7 @@ void diagnose(Capture* c) {
     dump_signature(c->signature);
     return;
   }
+  recover_reraised_fault(c);
   uintptr_t sp = c->have_uc ? static_cast<uintptr_t>(c->uc.uc_mcontext.gregs[REG_RSP]) : 0;
   uintptr_t pc = c->have_uc ? static_cast<uintptr_t>(c->uc.uc_mcontext.gregs[REG_RIP]) : 0;
   c->category = crash_category(c->signo, c->info.si_code,

@@ -82,15 +82,33 @@ void write_process(JsonWriter& w, const Capture& c, const Config& cfg) {
   w.end_object();
 }
 
+// Opens key's object with the signal's number, name, code and code name.
+void begin_signal(JsonWriter& w, const char* key, int signo, int si_code, const SignalInfo* si,
+                  const SignalCodeInfo* code) {
+  w.key(key);
+  w.begin_object();
+  w.field_num("number", signo);
+  w.field_str("name", si ? si->name : "UNKNOWN");
+  w.field_num("code", si_code);
+  w.field_str("code_name", code ? code->name : "UNKNOWN");
+}
+
+// The signal as delivered when a handler raised it again over the fault the
+// section describes.
+void write_reraised(JsonWriter& w, const Capture::Reraised& r) {
+  begin_signal(w, "reraised", r.signo, r.info.si_code, find_signal(r.signo),
+               find_signal_code(r.signo, r.info.si_code));
+  w.field_num("sender_pid", r.info.si_pid);
+  w.field_num("sender_uid", r.info.si_uid);
+  w.field_num("trampoline_frame", r.frame);
+  w.field_str("original_from", r.from_context ? "context" : "siginfo");
+  w.end_object();
+}
+
 void write_signal(JsonWriter& w, const Capture& c) {
   const SignalInfo* si = find_signal(c.signo);
   const SignalCodeInfo* code = find_signal_code(c.signo, c.info.si_code);
-  w.key("signal");
-  w.begin_object();
-  w.field_num("number", c.signo);
-  w.field_str("name", si ? si->name : "UNKNOWN");
-  w.field_num("code", c.info.si_code);
-  w.field_str("code_name", code ? code->name : "UNKNOWN");
+  begin_signal(w, "signal", c.signo, c.info.si_code, si, code);
   char desc[256];
   StrBuf d(desc, sizeof desc);
   if (code) {
@@ -109,6 +127,7 @@ void write_signal(JsonWriter& w, const Capture& c) {
     w.field_num("sender_pid", c.info.si_pid);
     w.field_num("sender_uid", c.info.si_uid);
   }
+  if (c.reraised.present) write_reraised(w, c.reraised);
   w.end_object();
 }
 

@@ -143,6 +143,9 @@ std::string render(const Report& r, const Limits& lim, Cut& cut) {
   std::string signal = r.signal.name.empty() ? "unknown" : code(r.signal.name);
   if (!r.signal.description.empty()) signal += " " + escape(r.signal.description);
   if (!r.signal.fault_address.empty()) signal += " at " + code(r.signal.fault_address);
+  if (!r.signal.reraised_name.empty()) {
+    signal += " (re-raised by a handler as " + code(r.signal.reraised_name) + ")";
+  }
   std::string python =
       r.python ? escape(unknown(r.python->implementation) + " " + unknown(r.python->version))
                : (r.raw.contains("python") && r.raw["python"].is_null() ? "none" : "unknown");

@@ -298,6 +298,9 @@ std::string render_text(const Report& r, const TextOptions& options) {
   }
   if (!r.signal.fault_address.empty()) field("Fault address", r.signal.fault_address);
   if (r.signal.sender_pid) field("Sent by pid", std::to_string(*r.signal.sender_pid));
+  if (!r.signal.reraised_name.empty()) {
+    field("Re-raised", "by a handler, as " + r.signal.reraised_name);
+  }
   field("Diagnosis", or_unknown(r.diagnosis.summary), true);
   std::string kernel = crashed_inductor_kernel(r);
   if (!kernel.empty()) field("Kernel", kernel);

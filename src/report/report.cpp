@@ -322,6 +322,8 @@ Report parse_report(const std::string& text, const std::string& path) {
   r.signal.description = str(s, "description");
   r.signal.fault_address = str(s, "fault_address");
   r.signal.sender_pid = integer(s, "sender_pid");
+  const json& rr = member(s, "reraised");
+  if (rr.is_object()) r.signal.reraised_name = str(rr, "name").empty() ? "?" : str(rr, "name");
 
   const json& d = member(j, "diagnosis");
   r.diagnosis.summary = str(d, "summary");

@@ -97,6 +97,9 @@ struct Signal {
   std::string description;  // "SEGV_MAPERR: address not mapped to object"
   std::string fault_address;
   std::optional<int64_t> sender_pid;
+  // A handler raised the fault again: the signal as delivered ("SIGSEGV"),
+  // "" when it was not re-raised.
+  std::string reraised_name;
 };
 
 struct Diagnosis {

@@ -1,0 +1,69 @@
+/* A program whose own handler, installed after a linked faultline, gives a
+ * hardware fault back by raising it again (as CPython's faulthandler,
+ * abseil's failure signal handler or a server's own crash handler do).
+ * Usage: reraiser MODE FAULT
+ *   MODE  restore  the handler puts back the action it replaced (faultline's)
+ *                  and raises the signal again with raise()
+ *         dfl      the handler resets the signal to SIG_DFL and raises it
+ *         none     no handler of the program's: the fault reaches faultline
+ *         raise    no fault: raise(SIGSEGV) from main, no handler
+ *   FAULT bus      SIGBUS: a store to a file mapping past the end of file
+ *         fpe      SIGFPE: an integer division by zero
+ *         segv     SIGSEGV: a load from address 0x10
+ * Prints "handler SIG" to stderr when the handler runs. */
+#define _GNU_SOURCE
+#include <faultline/faultline.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static struct sigaction g_old[65];
+static const char* g_mode;
+
+static void handler(int sig, siginfo_t* si, void* uc) {
+  (void)si;
+  (void)uc;
+  char msg[32];
+  int n = snprintf(msg, sizeof msg, "handler %d\n", sig);
+  write(2, msg, (size_t)n);
+  if (!strcmp(g_mode, "restore")) {
+    sigaction(sig, &g_old[sig], NULL);
+  } else {
+    signal(sig, SIG_DFL);
+  }
+  raise(sig);
+}
+
+__attribute__((noinline)) void bus_fault(void) {
+  FILE* f = tmpfile();
+  char* p = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fileno(f), 0);
+  if (p == MAP_FAILED) exit(3);
+  p[4096] = 1; /* the file is empty: SIGBUS (BUS_ADRERR) */
+}
+
+__attribute__((noinline)) int fpe_fault(volatile int d) { return 100 / d; }
+
+__attribute__((noinline)) int segv_fault(void) { return *(volatile int*)0x10; }
+
+int main(int argc, char** argv) {
+  if (argc < 3) return 2;
+  g_mode = argv[1];
+  if (faultline_install(NULL) != 0) return 2;
+  if (!strcmp(g_mode, "raise")) raise(SIGSEGV);
+  if (strcmp(g_mode, "none")) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = handler;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    int sigs[] = {SIGBUS, SIGFPE, SIGSEGV};
+    for (int i = 0; i < 3; ++i) sigaction(sigs[i], &sa, &g_old[sigs[i]]);
+  }
+  if (!strcmp(argv[2], "bus")) bus_fault();
+  if (!strcmp(argv[2], "fpe")) return fpe_fault(0);
+  if (!strcmp(argv[2], "segv")) return segv_fault();
+  return 4;
+}
