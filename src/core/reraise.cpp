@@ -3,7 +3,9 @@
 #include <stdint.h>
 
 #include "core/cfi_unwind.h"
+#include "core/crash.h"
 #include "core/diagnosis.h"
+#include "core/elf_symbols.h"
 #include "core/safe_read.h"
 #include "core/signals.h"
 
@@ -122,6 +124,20 @@ bool read_original(const ThreadCapture& t, int i, int delivered, siginfo_t* info
   return siginfo_from_context(delivered, gregs, info);
 }
 
+// The frame below the trampoline ran the faulting instruction: its pc is
+// exact. An unwinder that did not flag it (libunwind flags the frame after)
+// had it named from pc-1, which may be the function before; name it again.
+void make_exact(Capture* c, NativeFrame* f) {
+  if (f->signal_frame) return;
+  f->signal_frame = true;
+  if (f->module < 0 || f->module >= c->modules.count) return;
+  const Module& m = c->modules.items[f->module];
+  f->symbol = nullptr;
+  f->symbol_offset = 0;
+  symbolize_module_frames(m, &f, 1, &g_crash.arena, &c->errors);
+  f->origin = &classify_native(m.path, f->symbol);
+}
+
 }  // namespace
 
 bool recover_reraised_fault(Capture* c) {
@@ -145,6 +161,7 @@ bool recover_reraised_fault(Capture* c) {
   c->signo = info.si_signo;
   c->info = info;
   __builtin_memcpy(c->uc.uc_mcontext.gregs, gregs, sizeof gregs);
+  make_exact(c, const_cast<NativeFrame*>(&t->frames[i + 1]));
   return true;
 }
 
