@@ -6,6 +6,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/time.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -46,6 +47,11 @@ struct WatchdogState {
   std::atomic<int> forwarding{0};            // threads forwarding the alarm to the owner
   std::atomic<pid_t> owner{0};               // the thread the alarm is for
   struct sigaction old_alarm {};             // the program's SIGALRM action
+  // The program's own real-time timer (alarm, setitimer), which the
+  // watchdog's alarm replaces, and when: put back once the report is done,
+  // for a process that goes on.
+  struct itimerval program_timer {};
+  uint64_t armed_ns = 0;
 };
 
 struct HandlerState {

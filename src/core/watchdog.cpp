@@ -3,6 +3,8 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,6 +103,21 @@ void watchdog_expired(int, siginfo_t* info, void*) {
   die_with_default(signo ? signo : SIGABRT);
 }
 
+// The program's alarm or interval timer, less the time the report took (one
+// that came due meanwhile fires at once), so a process that goes on (a
+// handler behind faultline recovered) keeps its timeouts and ticks.
+void restore_program_timer() {
+  struct itimerval t = wd().program_timer;
+  wd().program_timer = {};
+  if (t.it_value.tv_sec == 0 && t.it_value.tv_usec == 0) return;
+  int64_t left_us = static_cast<int64_t>(t.it_value.tv_sec) * 1000000 + t.it_value.tv_usec -
+                    static_cast<int64_t>((monotonic_ns() - wd().armed_ns) / 1000);
+  if (left_us < 1) left_us = 1;
+  t.it_value.tv_sec = static_cast<time_t>(left_us / 1000000);
+  t.it_value.tv_usec = static_cast<suseconds_t>(left_us % 1000000);
+  syscall(SYS_setitimer, ITIMER_REAL, &t, nullptr);
+}
+
 }  // namespace
 
 void arm_watchdog(int seconds) {
@@ -118,6 +135,9 @@ void arm_watchdog(int seconds) {
   wd().stage.store(WatchdogStage::kArmed, std::memory_order_release);
   wd().active.store(true, std::memory_order_release);
   wd().phase_abandoned.store(false, std::memory_order_release);
+  wd().program_timer = {};
+  syscall(SYS_getitimer, ITIMER_REAL, &wd().program_timer);
+  wd().armed_ns = monotonic_ns();
   alarm(static_cast<unsigned>(seconds));
 }
 
@@ -140,6 +160,7 @@ void disarm_watchdog(int seconds) {
   while (syscall(SYS_rt_sigtimedwait, &set, nullptr, &zero, sizeof(uint64_t)) == SIGALRM) {
   }
   real_sigaction(SIGALRM, &wd().old_alarm, nullptr);
+  restore_program_timer();
   // The process may go on (a chained handler that recovers): a later live
   // dump, which arms no watchdog, must not find this one fired and skip
   // every phase.

@@ -159,6 +159,15 @@ def test_later_handler_recovering_on_eight_threads_at_once_keeps_faultline(tmp_p
     assert rep["signal"]["fault_address"] == "0x10"
 
 
+def test_a_process_that_goes_on_after_a_withdrawn_report_keeps_its_interval_timer(tmp_path):
+    # The watchdog's alarm() replaces the program's ITIMER_REAL; a process
+    # that goes on after the report must get its timer back.
+    r = run(tmp_path, "after", "rewrite-timer", "3", FAULTLINE_STAY_IN_FRONT="1",
+            FAULTLINE_WATCHDOG="10")
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    assert r.stdout == "timer ticking\nsurvived 3\n", r.stderr
+
+
 def test_handler_first_for_a_later_handler_gives_no_report_for_its_recoveries(tmp_path):
     r = run(tmp_path, "after", "rewrite", "100", FAULTLINE_STAY_IN_FRONT="1",
             FAULTLINE_CHAIN_ORDER="handler-first")

@@ -19,6 +19,9 @@
  *   threads  8 threads probe COUNT times each at once, then the genuine crash.
  *   rewrite-threads  8 threads fault COUNT times each at once, recovered as
  *            in rewrite, then the genuine crash.
+ *   rewrite-timer  rewrite, with an interval timer (ITIMER_REAL, 10 ms)
+ *            running; prints "timer ticking" if it still ticks after the
+ *            faults (up to 5 s), else "timer stopped".
  *   threads-crash  8 threads probe without end; the genuine crash comes while
  *            they do.
  * Prints "survived N" once the recoverable faults are behind it (and, with
@@ -32,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -105,6 +109,12 @@ static void* prober(void* arg) {
   return NULL;
 }
 
+static volatile int g_ticks;
+static void on_tick(int sig) {
+  (void)sig;
+  ++g_ticks;
+}
+
 static void* rewriter(void* arg) {
   int* survived = arg;
   for (int i = 0; i < g_count; ++i) {
@@ -159,6 +169,18 @@ int main(int argc, char** argv) {
       if (least >= count) break;
       usleep(1000);
     }
+  } else if (!strcmp(g_mode, "rewrite-timer")) {
+    signal(SIGALRM, on_tick);
+    struct itimerval every = {{0, 10000}, {0, 10000}};
+    setitimer(ITIMER_REAL, &every, NULL);
+    for (int i = 0; i < count; ++i) {
+      store_rewritten(g_page);
+      ++survived;
+    }
+    int at = g_ticks, waited = 0;
+    struct timespec ms10 = {0, 10 * 1000 * 1000};
+    while (g_ticks < at + 3 && waited++ < 500) nanosleep(&ms10, NULL);
+    printf("timer %s\n", g_ticks >= at + 3 ? "ticking" : "stopped");
   } else if (!strcmp(g_mode, "rewrite")) {
     for (int i = 0; i < count; ++i) {
       store_rewritten(g_page);
