@@ -33,7 +33,11 @@ def crash_with_core(tmp_path, args):
     assert len(reports) == 1
     import json
     with open(tmp_path / reports[0]) as f:
-        return json.load(f)
+        rep = json.load(f)
+    chosen = env.get("FAULTLINE_UNWINDER")
+    if chosen:  # the suite run for one unwinder must have used it
+        assert fltest.crashed_thread(rep)["unwinder"].startswith(chosen), fltest.crashed_thread(rep)["unwinder"]
+    return rep
 
 
 @pytest.mark.skipif(open("/proc/sys/kernel/core_pattern").read().strip() != "core",

@@ -54,8 +54,12 @@ def run(cmd, preload=True, env=None, report_dir=None, timeout=60, cwd=None, stdi
         _made_dirs.append(report_dir)
     e = dict(os.environ)
     e.pop("LD_PRELOAD", None)
+    # The suite may choose the unwinder (ctest runs some suites twice, once
+    # with FAULTLINE_UNWINDER=libunwind); every other setting comes from the test.
+    suite_unwinder = os.environ.get("FAULTLINE_UNWINDER")
     for k in list(e):
-        if k.startswith("FAULTLINE_") and k not in ("FAULTLINE_SOURCE", "FAULTLINE_BUILD", "FAULTLINE_LIB", "FAULTLINE_CLI"):
+        if k.startswith("FAULTLINE_") and k not in ("FAULTLINE_SOURCE", "FAULTLINE_BUILD", "FAULTLINE_LIB", "FAULTLINE_CLI",
+                                                    "FAULTLINE_UNWINDER"):
             del e[k]
     if preload:
         e["LD_PRELOAD"] = LIB
@@ -67,6 +71,12 @@ def run(cmd, preload=True, env=None, report_dir=None, timeout=60, cwd=None, stdi
     for path in sorted(glob.glob(os.path.join(report_dir, "faultline-*.json"))):
         with open(path, "rb") as f:
             reports.append(json.loads(f.read().decode("utf-8")))
+    if suite_unwinder and preload and e.get("FAULTLINE_UNWINDER") == suite_unwinder:
+        # A suite run for one unwinder must have used it, or it tests nothing new.
+        for rep in reports:
+            for t in rep.get("threads", []):
+                if t.get("tid") == rep.get("crashed_tid") and t.get("frames"):
+                    assert t.get("unwinder", "").startswith(suite_unwinder), (suite_unwinder, t.get("unwinder"))
     return Run(p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"),
                reports, report_dir)
 
