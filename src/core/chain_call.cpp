@@ -25,6 +25,7 @@
 
 #include "core/chain.h"
 #include "core/crash.h"
+#include "core/fault_access.h"
 #include "core/fd_identity.h"
 #include "core/handler.h"
 #include "core/handler_state.h"
@@ -48,7 +49,8 @@ constexpr size_t kReportNameBytes = 160;
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 enum class Outcome {
-  kRecovered,       // pc or sp changed (a siglongjmp never comes back here)
+  kRecovered,       // pc or sp changed (a siglongjmp never comes back here), or
+                    // the faulting access is allowed now
   kUnchanged,       // returned with nothing changed: the instruction is retried
   kFatal,           // re-raised or reset the disposition: it means to die
   kReportedInside,  // raised another signal, whose handling reported the fault
@@ -196,6 +198,10 @@ Outcome call(ThreadState* st, int signo, siginfo_t* info, void* ucv, bool report
   // applied), or was one-shot, and returns to let the retried instruction
   // kill.
   if (st->call.has_deferred || !is_function(g_crash.previous[signo])) return Outcome::kFatal;
+  // A collector's barrier fixes the page and returns: the retried access
+  // then succeeds, and the same store faulting again later, with every
+  // register the same, is a new fault, not this one retried in vain.
+  if (fault_access_now(signo, info, ucv) == Access::kPermitted) return Outcome::kRecovered;
   return Outcome::kUnchanged;
 }
 

@@ -8,6 +8,10 @@
  *            the default and returns.
  *   rewrite  COUNT faults recovered by moving the context's pc past the
  *            faulting store (a JVM's way), then the genuine crash.
+ *   gc       COUNT times: the page is protected again and the same store,
+ *            every register equal, faults on it; the handler unprotects the
+ *            page and returns (a collector's write barrier), then the
+ *            genuine crash.
  *   unfixed  the handler returns without fixing anything; on its third
  *            call it gives up with _exit(42).
  *   abort    the genuine crash, for which the handler calls abort().
@@ -53,6 +57,23 @@ __attribute__((noinline)) void store_rewritten(char* p) {
   __asm__ volatile("movb $1, (%0)\n\t.globl after_store\nafter_store:" : : "r"(p) : "memory");
 }
 
+/* gc_store(p): one store to p with every other general register zeroed, so
+ * each fault it takes has the same registers. */
+void gc_store(char* p);
+__asm__(
+    ".text\n.globl gc_store\n.type gc_store,@function\ngc_store:\n.cfi_startproc\n"
+    "push %rbx\n.cfi_adjust_cfa_offset 8\npush %rbp\n.cfi_adjust_cfa_offset 8\n"
+    "push %r12\n.cfi_adjust_cfa_offset 8\npush %r13\n.cfi_adjust_cfa_offset 8\n"
+    "push %r14\n.cfi_adjust_cfa_offset 8\npush %r15\n.cfi_adjust_cfa_offset 8\n"
+    "xor %eax,%eax\nxor %ebx,%ebx\nxor %ecx,%ecx\nxor %edx,%edx\nxor %esi,%esi\n"
+    "xor %ebp,%ebp\nxor %r8d,%r8d\nxor %r9d,%r9d\nxor %r10d,%r10d\nxor %r11d,%r11d\n"
+    "xor %r12d,%r12d\nxor %r13d,%r13d\nxor %r14d,%r14d\nxor %r15d,%r15d\n"
+    "movb $1,(%rdi)\n"
+    "pop %r15\n.cfi_adjust_cfa_offset -8\npop %r14\n.cfi_adjust_cfa_offset -8\n"
+    "pop %r13\n.cfi_adjust_cfa_offset -8\npop %r12\n.cfi_adjust_cfa_offset -8\n"
+    "pop %rbp\n.cfi_adjust_cfa_offset -8\npop %rbx\n.cfi_adjust_cfa_offset -8\n"
+    "ret\n.cfi_endproc\n.size gc_store,.-gc_store\n");
+
 static void install_handler(void);
 
 static void handler(int sig, siginfo_t* si, void* ucv) {
@@ -67,6 +88,10 @@ static void handler(int sig, siginfo_t* si, void* ucv) {
         _exit(42);
       }
       return; /* nothing changed: the store faults again */
+    }
+    if (!strcmp(g_mode, "gc")) {
+      mprotect(g_page, 4096, PROT_READ | PROT_WRITE);
+      return; /* the store is retried and succeeds */
     }
     if (!strncmp(g_mode, "rewrite", 7)) {
       uc->uc_mcontext.gregs[REG_RIP] = (greg_t)after_store;
@@ -184,6 +209,12 @@ int main(int argc, char** argv) {
   } else if (!strcmp(g_mode, "rewrite")) {
     for (int i = 0; i < count; ++i) {
       store_rewritten(g_page);
+      ++survived;
+    }
+  } else if (!strcmp(g_mode, "gc")) {
+    for (int i = 0; i < count; ++i) {
+      mprotect(g_page, 4096, PROT_NONE);
+      gc_store(g_page);
       ++survived;
     }
   } else if (!strcmp(g_mode, "unfixed")) {
