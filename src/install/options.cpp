@@ -40,9 +40,11 @@ static_assert(offsetof(faultline_options, report_dir) == sizeof(size_t) &&
                       sizeof(size_t) + offsetof(OptionsV0, callback_data),
               "layout 1 is 0.1.0's fields after `size`");
 
-// The struct 0.1.0's entry point last initialised. faultline_install() reads
-// it in 0.1.0's layout (its first word is a pointer or NULL, never a size).
-const void* g_v0_struct = nullptr;
+// Set once 0.1.0's entry point has run: the process holds a program built
+// against 0.1.0. faultline_install() then reads a struct whose first word is
+// NULL or pointer-like (0.1.0's report_dir, never a size) in 0.1.0's layout,
+// whether it is the struct that entry point filled or a copy of it.
+bool g_v0_seen = false;
 
 namespace {
 
@@ -98,7 +100,7 @@ int options_from_caller(const faultline_options* in, faultline_options* out) {
   }
   size_t size = in->size;
   if (!is_layout_size(size)) {
-    if (in != g_v0_struct) {
+    if (!g_v0_seen || (size != 0 && size <= kMaxSize)) {
       refuse_size("faultline_install", size, kNotInitialised);
       return -EINVAL;
     }
@@ -144,7 +146,7 @@ void faultline_options_init(faultline::install::OptionsV0* opts) {
   faultline_options all;
   faultline::install::options_defaults(&all);
   memcpy(opts, reinterpret_cast<const char*>(&all) + sizeof(size_t), sizeof *opts);
-  faultline::install::g_v0_struct = opts;
+  faultline::install::g_v0_seen = true;
 }
 
 }  // extern "C"

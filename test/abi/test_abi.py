@@ -17,10 +17,10 @@ def consumer(layout):
     return fltest.program(f"abi_consumer_{layout}")
 
 
-def crash(layout, tmp_path, env=None):
+def crash(layout, tmp_path, env=None, mode="crash"):
     """The report of layout's consumer crashing; whether it wrote a minidump."""
     d = str(tmp_path)
-    r = fltest.run([consumer(layout), "crash", d], preload=False, env=env, report_dir=d)
+    r = fltest.run([consumer(layout), mode, d], preload=False, env=env, report_dir=d)
     assert r.stdout == "install 0\n", r.stderr
     assert r.signal == signal.SIGSEGV, r.stderr
     rep = fltest.validate(r.report)  # one report, in the report_dir the program set
@@ -41,6 +41,12 @@ def test_older_layout_installs_and_unknown_fields_get_defaults(layout, tmp_path)
 @pytest.mark.parametrize("layout", ["v0", "v1"])
 def test_older_layout_defaults_come_from_the_environment(layout, tmp_path):
     assert crash(layout, tmp_path, env={"FAULTLINE_MINIDUMP": "1"})
+
+
+def test_a_0_1_program_installs_a_copy_of_its_initialised_struct(tmp_path):
+    # 0.1.0's struct has no size; the library knew it only by the address
+    # faultline_options_init() filled, so a copy was refused with EINVAL.
+    assert not crash("v0", tmp_path, mode="copy")
 
 
 def test_current_layout_sets_the_new_field(tmp_path):
