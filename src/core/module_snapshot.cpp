@@ -165,6 +165,9 @@ bool module_snapshot_known(uintptr_t node, uintptr_t l_addr, uintptr_t l_name, u
       if (e.node == node && e.l_addr == l_addr && e.l_name == l_name && e.l_ld == l_ld &&
           e.listed) {
         *out = e.info;
+        // The path lives in the buffer, which may be rewritten once we stop
+        // reading it: copied now, as everything else.
+        out->path = arena->dup(e.info.path, 4096);
         out->eh_frame_hdr = e.cfi.eh_frame_hdr;
         // The index too: without it each lookup in a big module probes its
         // table with a read per step (the buffer may be rewritten once we

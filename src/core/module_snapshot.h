@@ -51,8 +51,8 @@ bool cfi_modules_from_table(const ModuleTable& table, CfiModules* cfi, Arena* ar
 
 // Crash time: if the published snapshot has the link-map node `node` with
 // this bias, name pointer and dynamic section, copies its module into *out
-// (path pointing into the snapshot: copy it; the unwinder's index copied
-// into `arena`) and returns true. Async-signal-safe.
+// (its path and the unwinder's index copied into `arena` while the snapshot
+// is read) and returns true. Async-signal-safe.
 bool module_snapshot_known(uintptr_t node, uintptr_t l_addr, uintptr_t l_name, uintptr_t l_ld,
                            Module* out, Arena* arena);
 

@@ -228,7 +228,6 @@ bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors, bo
     if (reuse_snapshot &&
         module_snapshot_known(lm_addr, lm.l_addr, reinterpret_cast<uintptr_t>(lm.l_name),
                               reinterpret_cast<uintptr_t>(lm.l_ld), m, arena)) {
-      m->path = arena->dup(m->path, 4096);
       ++table->count;
       lm_addr = reinterpret_cast<uintptr_t>(lm.l_next);
       continue;

@@ -115,6 +115,14 @@ TEST_CASE("module snapshot: another dynamic section at the same node is another 
   auto ld = reinterpret_cast<uintptr_t>(lm->l_ld);
   Module m;
   CHECK(module_snapshot_known(node, lm->l_addr, name, ld, &m, &f.arena));
+  // The path is a copy in the arena, made while the snapshot was read: the
+  // buffer may be rewritten by the next refresh.
+  {
+    const snapshot::Buffer& pb = snapshot::g_buffers[snapshot::g_published];
+    auto* lo = reinterpret_cast<const char*>(&pb);
+    CHECK_FALSE((m.path >= lo && m.path < lo + sizeof pb));
+    CHECK(strcmp(m.path, lm->l_name) == 0);
+  }
   CHECK_FALSE(module_snapshot_known(node, lm->l_addr, name, ld + 0x1000, &m, &f.arena));
 
   // The node as dlclose(A) + dlopen(B) could leave it: same node, address
