@@ -89,7 +89,7 @@ bool stack_is_roomy() {
   stack_t ss;
   if (sigaltstack(nullptr, &ss) != 0) return false;
   if (!(ss.ss_flags & SS_ONSTACK)) return true;
-  if (unwinder_choice() == UnwinderChoice::kCfi && unwind_cfi_modules().count > 0) {
+  if (unwind_uses_cfi()) {
     char here;
     uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
     uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);

@@ -1,8 +1,5 @@
 #include "core/unwind.h"
 
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
-
 #include "core/safe_read.h"
 #include "core/unwind_cfi.h"
 
@@ -21,6 +18,10 @@ void push_frame(ThreadCapture* t, int max_frames, uintptr_t pc, uintptr_t sp, bo
 }
 
 namespace {
+
+// Set once at install, before any handler can use it; null pointers until
+// then (libunwind not loaded).
+LibunwindApi g_unw = {};
 
 // Beyond this many frames we stop counting (a runaway recursion of a million
 // frames is reported as "at least 10000").
@@ -58,21 +59,21 @@ bool plausible_return(const ModuleTable& modules, uintptr_t ret) {
 int walk_libunwind(unw_context_t* ctx, bool signal_frame, ThreadCapture* t, int max_frames,
                    uintptr_t* last_fp) {
   unw_cursor_t cursor;
-  if (unw_init_local2(&cursor, ctx, signal_frame ? UNW_INIT_SIGNAL_FRAME : 0) < 0) return -1;
+  if (g_unw.init_local2(&cursor, ctx, signal_frame ? UNW_INIT_SIGNAL_FRAME : 0) < 0) return -1;
   // A frame's pc is exact (not a return address) for the interrupted frame
   // we start from and for the frame below a signal trampoline; libunwind
   // flags the trampoline itself, so the flag carries over one frame.
   bool exact = signal_frame;
   while (t->frames_total < kMaxCountedFrames) {
     unw_word_t ip = 0, sp = 0, fp = 0;
-    unw_get_reg(&cursor, UNW_REG_IP, &ip);
-    unw_get_reg(&cursor, UNW_REG_SP, &sp);
-    unw_get_reg(&cursor, UNW_X86_64_RBP, &fp);
+    g_unw.get_reg(&cursor, UNW_REG_IP, &ip);
+    g_unw.get_reg(&cursor, UNW_REG_SP, &sp);
+    g_unw.get_reg(&cursor, UNW_X86_64_RBP, &fp);
     if (ip == 0) return 1;
     push_frame(t, max_frames, ip, sp, exact);
-    exact = unw_is_signal_frame(&cursor) > 0;
+    exact = g_unw.is_signal_frame(&cursor) > 0;
     *last_fp = fp;
-    int r = unw_step(&cursor);
+    int r = g_unw.step(&cursor);
     if (r == 0) return 1;
     if (r < 0) return -1;
   }
@@ -81,20 +82,29 @@ int walk_libunwind(unw_context_t* ctx, bool signal_frame, ThreadCapture* t, int 
 
 }  // namespace
 
-void unwind_init(bool per_thread_cache) {
+void unwind_use_libunwind(const LibunwindApi& api, bool per_thread_cache) {
+  g_unw = api;
   // A global cache takes a lock; the per-thread cache is signal-safe per
-  // libunwind's documentation when its TLS is static (loaded at start-up).
-  // Loaded late, libunwind's TLS is dynamic: a thread's first touch would
-  // call malloc inside the handler, so no cache then (slower, but safe).
-  // Warm up so the first use at crash time does not initialise anything
-  // lazily: one step does it (each further one cost every process start a
-  // lookup and seven sigprocmask pairs).
-  unw_set_caching_policy(unw_local_addr_space,
-                         per_thread_cache ? UNW_CACHE_PER_THREAD : UNW_CACHE_NONE);
+  // libunwind's documentation when its TLS is static (loaded at start-up,
+  // or by the program). Loaded late, libunwind's TLS is dynamic: a thread's
+  // first touch would call malloc inside the handler, so no cache then
+  // (slower, but safe). Warm up so the first use at crash time does not
+  // initialise anything lazily: one step does it.
+  g_unw.set_caching_policy(*g_unw.local_addr_space,
+                           per_thread_cache ? UNW_CACHE_PER_THREAD : UNW_CACHE_NONE);
   unw_context_t ctx;
-  unw_getcontext(&ctx);
+  g_unw.getcontext(&ctx);
   unw_cursor_t cursor;
-  if (unw_init_local(&cursor, &ctx) == 0) unw_step(&cursor);
+  if (g_unw.init_local(&cursor, &ctx) == 0) g_unw.step(&cursor);
+}
+
+bool libunwind_available() {
+  return g_unw.step != nullptr;
+}
+
+bool unwind_uses_cfi() {
+  if (unwind_cfi_modules().count == 0) return false;
+  return unwinder_choice() != UnwinderChoice::kLibunwind || !libunwind_available();
 }
 
 void unwind_frame_pointers(uintptr_t fp, ThreadCapture* t, int max_frames) {
@@ -188,8 +198,7 @@ void unwind_from_context(const ucontext_t* uc, const ModuleTable& modules, Threa
                          int max_frames, CaptureErrors* errors) {
   t->nframes = 0;
   t->frames_total = 0;
-  t->unwinder = Unwinder::kLibunwind;
-  if (unwinder_choice() == UnwinderChoice::kCfi && unwind_cfi_modules().count > 0) {
+  if (unwind_uses_cfi()) {
     t->unwinder = Unwinder::kCfi;
     CfiRegs last;
     bool last_exact = true;
@@ -198,24 +207,44 @@ void unwind_from_context(const ucontext_t* uc, const ModuleTable& modules, Threa
       t->captured = true;
       return;
     }
-    if (stack_has_room(40u << 10)) {
+    bool want_libunwind =
+        unwinder_choice() == UnwinderChoice::kCfiThenLibunwind && libunwind_available();
+    if (want_libunwind && stack_has_room(40u << 10)) {
       t->unwinder = Unwinder::kCfiThenLibunwind;
       errors->add("unwind: the CFI unwinder stopped early; libunwind went on from there");
       unwind_libunwind(uc, &last, last_exact, modules, t, max_frames, errors);
     } else {
-      // A small signal stack has no room for libunwind: frame pointers.
       int before = t->frames_total;
       if (last.valid & (1u << kCfiRbp)) unwind_frame_pointers(last.r[kCfiRbp], t, max_frames);
-      errors->add(t->frames_total > before
-                      ? "unwind: the CFI unwinder stopped early; continued with the frame-pointer "
-                        "chain (no room for libunwind on this signal stack)"
-                      : "unwind: the CFI unwinder stopped early (no room for libunwind on this "
-                        "signal stack)");
+      bool went_on = t->frames_total > before;
+      if (!want_libunwind) {
+        errors->add(went_on ? "unwind: the CFI unwinder stopped early; continued with the "
+                              "frame-pointer chain"
+                            : "unwind: the CFI unwinder stopped early and no frame-pointer "
+                              "chain was found");
+      } else {
+        errors->add(went_on ? "unwind: the CFI unwinder stopped early; continued with the "
+                              "frame-pointer chain (no room for libunwind on this signal stack)"
+                            : "unwind: the CFI unwinder stopped early (no room for libunwind on "
+                              "this signal stack)");
+      }
     }
     t->captured = true;
     return;
   }
-  unwind_libunwind(uc, nullptr, true, modules, t, max_frames, errors);
+  if (libunwind_available()) {
+    t->unwinder = Unwinder::kLibunwind;
+    unwind_libunwind(uc, nullptr, true, modules, t, max_frames, errors);
+  } else {
+    // No unwind tables to use (the module list could not be read) and no
+    // libunwind: the faulting pc, then the frame-pointer chain.
+    t->unwinder = Unwinder::kFramePointer;
+    const greg_t* g = uc->uc_mcontext.gregs;
+    push_frame(t, max_frames, static_cast<uintptr_t>(g[REG_RIP]),
+               static_cast<uintptr_t>(g[REG_RSP]), true);
+    unwind_frame_pointers(static_cast<uintptr_t>(g[REG_RBP]), t, max_frames);
+    errors->add("unwind: no unwind tables and no libunwind; frame-pointer chain only");
+  }
   t->captured = true;
 }
 

@@ -1,25 +1,54 @@
 // Native unwinding of the crashing thread from the signal's ucontext.
 //
-// libunwind is initialised from the interrupted context (not from inside the
-// handler), so frame 0 is the faulting instruction with its exact pc and the
-// handler's own frames never appear. If libunwind stops with an error, or the
-// pc is not code (a call through a bad function pointer), the walk continues
-// with a frame-pointer chain read through the SafeReader; the report says so.
+// The CFI unwinder (unwind_cfi.h) by default; libunwind when chosen with
+// FAULTLINE_UNWINDER (and loaded). Either starts from the interrupted
+// context (not from inside the handler), so frame 0 is the faulting
+// instruction with its exact pc and the handler's own frames never appear.
+// Where the unwinder stops with an error, or the pc is not code (a call
+// through a bad function pointer), the walk continues with a frame-pointer
+// chain read through the SafeReader (or, under "cfi+libunwind", with
+// libunwind); the report says so.
 //
 // Async-signal-safe with the libunwind caveat in unwind.cpp.
 #pragma once
 
 #include <ucontext.h>
 
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
 #include "core/frames.h"
 #include "core/modules.h"
 
 namespace faultline::core {
 
-// Install-time: set libunwind's caching policy for use in a signal handler.
-// per_thread_cache: libunwind's per-thread cache (its own TLS) is safe to
-// touch in a handler, i.e. that TLS is static; else no cache is used.
-void unwind_init(bool per_thread_cache);
+// libunwind's local-unwinding entry points. The library does not link
+// libunwind: it is loaded (src/install/libunwind_load.cpp) only when
+// FAULTLINE_UNWINDER asks for it, so a process that never uses it does not
+// pay for loading it. Until then every pointer is null.
+struct LibunwindApi {
+  int (*init_local)(unw_cursor_t*, unw_context_t*);
+  int (*init_local2)(unw_cursor_t*, unw_context_t*, int);
+  int (*get_reg)(unw_cursor_t*, unw_regnum_t, unw_word_t*);
+  int (*is_signal_frame)(unw_cursor_t*);
+  int (*step)(unw_cursor_t*);
+  int (*set_caching_policy)(unw_addr_space_t, unw_caching_policy_t);
+  int (*getcontext)(unw_context_t*);
+  unw_addr_space_t* local_addr_space;
+};
+
+// Install-time: use libunwind through `api` (every pointer set), with its
+// caching policy set for use in a signal handler. per_thread_cache:
+// libunwind's per-thread cache (its own TLS) is safe to touch in a handler,
+// i.e. that TLS is static; else no cache is used.
+void unwind_use_libunwind(const LibunwindApi& api, bool per_thread_cache);
+
+// Whether libunwind was loaded (unwind_use_libunwind ran).
+bool libunwind_available();
+
+// Whether a capture unwinds with the CFI unwinder first: it has the
+// modules' tables, and libunwind is not the choice (or not loaded).
+bool unwind_uses_cfi();
 
 // Fills thread->frames (capacity max_frames, allocated by the caller),
 // nframes, frames_total and unwinder. `phase_error` receives a reason when

@@ -28,6 +28,8 @@ bool unwinder_choose(const char* name) {
     g_choice = static_cast<int>(UnwinderChoice::kCfi);
   } else if (str_eq(name, "libunwind")) {
     g_choice = static_cast<int>(UnwinderChoice::kLibunwind);
+  } else if (str_eq(name, "cfi+libunwind")) {
+    g_choice = static_cast<int>(UnwinderChoice::kCfiThenLibunwind);
   } else {
     return false;
   }

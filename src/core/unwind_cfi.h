@@ -1,6 +1,7 @@
-// Native unwinding with the own CFI unwinder (cfi_unwind.h), libunwind kept
-// as the fallback for what it cannot do and as a runtime choice
-// (FAULTLINE_UNWINDER=libunwind|cfi). Async-signal-safe.
+// Native unwinding with the own CFI unwinder (cfi_unwind.h), the
+// frame-pointer chain where it stops; libunwind a runtime choice, loaded
+// only then (FAULTLINE_UNWINDER=cfi|cfi+libunwind|libunwind).
+// Async-signal-safe.
 #pragma once
 
 #include <ucontext.h>
@@ -10,10 +11,16 @@
 
 namespace faultline::core {
 
-enum class UnwinderChoice : int { kCfi = 0, kLibunwind = 1 };
+enum class UnwinderChoice : int {
+  kCfi = 0,              // the CFI unwinder; frame pointers where it stops
+  kLibunwind = 1,        // libunwind; frame pointers where it stops
+  kCfiThenLibunwind = 2  // the CFI unwinder; libunwind where it stops
+};
 
-// Install time: the choice, from FAULTLINE_UNWINDER ("cfi" or "libunwind").
-// Returns false (and keeps the default) for another value.
+// Install time: the choice, from FAULTLINE_UNWINDER ("cfi", "libunwind" or
+// "cfi+libunwind"). Returns false (and keeps the default) for another value.
+// The choices that need libunwind need it loaded too (libunwind_available);
+// without it, the CFI unwinder is used.
 bool unwinder_choose(const char* name);
 UnwinderChoice unwinder_choice();
 

@@ -32,7 +32,7 @@
 #include "core/unwind.h"
 #include "core/unwind_cfi.h"
 #include "faultline/faultline.h"
-#include "install/late_load.h"
+#include "install/libunwind_load.h"
 #include "install/options.h"
 #include "install/sigaction_hook.h"
 #include "install/terminate.h"
@@ -362,10 +362,17 @@ int faultline_install(const faultline_options* caller) {
   if (g_crash.arena.capacity() == 0 && !g_crash.arena.init(opts->arena_bytes)) return -ENOMEM;
   safe_read_init();
   modules_init();
-  unwind_init(faultline::install::libunwind_tls_is_static());
-  // The unwinder is not an option of the C API: a deployment switch.
-  if (const char* u = secure_getenv("FAULTLINE_UNWINDER"); u && *u && !unwinder_choose(u))
-    warn_bad("FAULTLINE_UNWINDER", u, "expected cfi or libunwind");
+  // The unwinder is not an option of the C API: a deployment switch. Only
+  // the choices that use libunwind load it.
+  if (const char* u = secure_getenv("FAULTLINE_UNWINDER"); u && *u) {
+    if (!unwinder_choose(u)) {
+      warn_bad("FAULTLINE_UNWINDER", u, "expected cfi, cfi+libunwind or libunwind");
+    } else if (const char* why = ""; unwinder_choice() != UnwinderChoice::kCfi &&
+                                     !faultline::install::libunwind_load(&why)) {
+      raw_log("faultline: FAULTLINE_UNWINDER=", u, ": libunwind could not be loaded (");
+      raw_log(why, "); using the CFI unwinder\n");
+    }
+  }
   read_chain_order(cfg);
   module_snapshot_refresh();
   if (dlsym(RTLD_DEFAULT, "_PyRuntime")) {

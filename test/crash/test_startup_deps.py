@@ -1,5 +1,6 @@
 """What the preload brings into a process: no C++ runtime into a C program,
-and the std::terminate hook still installed in a C++ runtime loaded late."""
+no libunwind unless FAULTLINE_UNWINDER chooses it, and the std::terminate
+hook still installed in a C++ runtime loaded late."""
 import os
 import signal
 import subprocess
@@ -23,6 +24,46 @@ def test_c_program_maps_no_cxx_runtime():
     assert r.returncode == 0
     assert "libfaultline" in r.stdout  # the preload is there...
     assert "libstdc++" not in r.stdout  # ...and brought no C++ runtime
+
+
+def test_library_needs_no_libunwind():
+    out = subprocess.run(["readelf", "-d", os.environ["FAULTLINE_LIB"]], capture_output=True,
+                         text=True, check=True).stdout
+    assert "libunwind" not in out and "liblzma" not in out, out
+
+
+def maps_of_cat(**env):
+    r = fltest.run(["/bin/cat", "/proc/self/maps"], env=env)
+    assert r.returncode == 0, r.stderr
+    assert "libfaultline" in r.stdout
+    return r
+
+
+def test_libunwind_is_loaded_only_when_chosen():
+    r = maps_of_cat(FAULTLINE_UNWINDER="cfi")
+    assert "libunwind" not in r.stdout and "liblzma" not in r.stdout
+    for choice in ("libunwind", "cfi+libunwind"):
+        r = maps_of_cat(FAULTLINE_UNWINDER=choice)
+        assert "libunwind.so" in r.stdout, choice
+        assert "faultline:" not in r.stderr, r.stderr
+
+
+def test_a_libunwind_that_cannot_be_used_falls_back_to_cfi(tmp_path):
+    # A libunwind.so.8 without its functions comes first on the search path:
+    # a warning, then the crash is unwound by the CFI unwinder.
+    fake = tmp_path / "libunwind.so.8"
+    src = tmp_path / "fake.c"
+    src.write_text("int faultline_test_not_libunwind;\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(fake), str(src)], check=True)
+    d = tmp_path / "reports"
+    d.mkdir()
+    r = fltest.run([fltest.program("crasher"), "null-read"], report_dir=str(d),
+                   env={"FAULTLINE_UNWINDER": "libunwind", "LD_LIBRARY_PATH": str(tmp_path),
+                        "FAULTLINE_DIR": str(d)})
+    assert "FAULTLINE_UNWINDER=libunwind: libunwind could not be loaded (libunwind.so.8 lacks " \
+        "the local-unwinding functions); using the CFI unwinder" in r.stderr, r.stderr
+    rep = fltest.validate(r.report)
+    assert fltest.crashed_thread(rep)["unwinder"] == "cfi"
 
 
 def test_terminate_in_cxx_runtime_loaded_late():

@@ -45,8 +45,11 @@ def test_control_fields(deb):
     assert deb_field(deb, "Package") == "faultline"
     assert deb_field(deb, "Architecture") == "amd64"
     depends = deb_field(deb, "Depends")
-    for lib in ("libunwind8", "libstdc++6", "libc6", "libdw1"):
+    for lib in ("libstdc++6", "libc6", "libdw1"):
         assert lib in depends, depends
+    # libunwind is loaded only when FAULTLINE_UNWINDER chooses it.
+    assert "libunwind" not in depends, depends
+    assert "libunwind8" in deb_field(deb, "Recommends")
 
 
 def test_contents(root):
