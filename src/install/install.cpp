@@ -374,10 +374,15 @@ int faultline_install(const faultline_options* caller) {
     }
   }
   read_chain_order(cfg);
-  module_snapshot_refresh();
   if (dlsym(RTLD_DEFAULT, "_PyRuntime")) {
-    // The interpreter is looked for in the snapshot just made, not in a
-    // second walk of the link map through the SafeReader.
+    // The interpreter is looked for in the module snapshot, made now, not
+    // in a second walk of the link map through the SafeReader. Elsewhere
+    // the snapshot waits for the first dlopen or pthread_create (their
+    // hooks refresh it): until then the process has only the modules the
+    // loader mapped at start, which a crash reads from the link map in a few
+    // batched reads, and a program that never loads a module or starts a
+    // thread (most short-lived C programs) does not pay for it at start.
+    module_snapshot_refresh();
     Arena scratch{};
     ModuleTable table = {};
     CfiModules cfi = {};
