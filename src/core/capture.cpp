@@ -9,6 +9,7 @@
 #include "core/elf_symbols.h"
 #include "core/minidump_file.h"
 #include "core/module_snapshot.h"
+#include "core/report_file.h"
 #include "core/safe_read.h"
 #include "core/str.h"
 #include "core/sys.h"
@@ -191,7 +192,13 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
   }
   // Last of the slow phases: whatever happens to it, the report is whole.
   if (cfg.minidump && kind != CaptureKind::kDump) {
-    run_phase(Phase::kMinidump, c, [&] { write_minidump_file(c); });
+    {
+      // Here, not inside the phase: a phase abandoned by a fault or the
+      // watchdog jumps out of it, past any destructor, and a process that
+      // goes on (its handler recovered) must get its SIGXFSZ back.
+      IgnoreFileSizeSignal no_sigxfsz;
+      run_phase(Phase::kMinidump, c, [&] { write_minidump_file(c); });
+    }
     discard_minidump_file(/*owner=*/true);  // abandoned half-written: no temporary left
   }
   run_phase(Phase::kDiagnosis, c, [&] { diagnose(c); });

@@ -56,7 +56,8 @@ void note_failure(Capture* c, const char* what, int err) {
 }  // namespace
 
 void write_minidump_file(Capture* c) {
-  IgnoreFileSizeSignal no_sigxfsz;  // a file-size limit costs the minidump, not the process
+  // SIGXFSZ is ignored around this phase (capture.cpp): a file-size limit
+  // costs the minidump, not the process.
   if (!report_temp_open(&g_temp)) {
     note_failure(c, "could not create its file", g_temp.err);
     return;
