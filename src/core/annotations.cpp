@@ -72,6 +72,12 @@ struct ThreadTable {
   ThreadSlot slots[kMaxThreadAnnotations];
 };
 ThreadTable g_thread_tables[kMaxAnnotatedThreads];
+// How many probes from a thread's home index reach every claimed set: the
+// farthest from its home any set was claimed, plus one; 0 while none ever
+// was (atomic, only grows). Lookups probe no further, so a process without
+// thread annotations never reads the table (~670 KiB of pages it never
+// touched, faulted in at each crash and each lookup).
+int g_probe_limit = 0;
 Crumb g_crumbs[kMaxBreadcrumbs];
 uint64_t g_crumb_next;
 
@@ -174,9 +180,16 @@ int home(pid_t tid) {
   return static_cast<int>(static_cast<unsigned>(tid) % kMaxAnnotatedThreads);
 }
 
+void raise_probe_limit(int probes) {
+  int now = __atomic_load_n(&g_probe_limit, __ATOMIC_ACQUIRE);
+  while (now < probes && !__atomic_compare_exchange_n(&g_probe_limit, &now, probes, false,
+                                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  }
+}
+
 ThreadTable* own_table(pid_t tid, uintptr_t self) {
-  for (int i = 0, at = home(tid); i < kMaxAnnotatedThreads;
-       ++i, at = (at + 1) % kMaxAnnotatedThreads) {
+  int limit = __atomic_load_n(&g_probe_limit, __ATOMIC_ACQUIRE);
+  for (int i = 0, at = home(tid); i < limit; ++i, at = (at + 1) % kMaxAnnotatedThreads) {
     ThreadTable& t = g_thread_tables[at];
     if (__atomic_load_n(&t.tid, __ATOMIC_ACQUIRE) == tid &&
         __atomic_load_n(&t.self, __ATOMIC_ACQUIRE) == self) {
@@ -199,6 +212,7 @@ ThreadTable* claim_table(pid_t tid, uintptr_t self) {
                                                 __ATOMIC_RELAXED)) {
         continue;
       }
+      raise_probe_limit(i + 1);  // before the set is used: lookups reach it
       __atomic_store_n(&t.self, 0, __ATOMIC_RELEASE);
       for (ThreadSlot& s : t.slots) {
         s.key[0] = '\0';
@@ -230,11 +244,16 @@ int thread_annotation_set(const char* key, const char* value) {
 
 void thread_annotations_after_fork() {
   // Only the forking thread lives on, under a new id: keep its set.
+  if (__atomic_load_n(&g_probe_limit, __ATOMIC_ACQUIRE) == 0) return;  // never used
   uintptr_t self = thread_pointer();
-  for (ThreadTable& t : g_thread_tables) {
+  pid_t tid = sys_gettid();
+  for (int at = 0; at < kMaxAnnotatedThreads; ++at) {
+    ThreadTable& t = g_thread_tables[at];
     if (__atomic_load_n(&t.tid, __ATOMIC_ACQUIRE) == 0) continue;
     if (__atomic_load_n(&t.self, __ATOMIC_ACQUIRE) == self) {
-      __atomic_store_n(&t.tid, sys_gettid(), __ATOMIC_RELEASE);
+      // Keyed to the new id, whose home is elsewhere: lookups must reach it.
+      raise_probe_limit((at - home(tid) + kMaxAnnotatedThreads) % kMaxAnnotatedThreads + 1);
+      __atomic_store_n(&t.tid, tid, __ATOMIC_RELEASE);
     } else {
       __atomic_store_n(&t.self, 0, __ATOMIC_RELEASE);
       __atomic_store_n(&t.tid, 0, __ATOMIC_RELEASE);

@@ -6,6 +6,7 @@
 //   api_driver dump-serving  dump_now() from a thread while 8 others serve; then exit 0
 //   api_driver callback      the user callback adds to the report; then crash
 //   api_driver install-twice a second install (bigger arena) keeps the arena and fds; dump, crash
+//   api_driver fork-key      a thread-scoped key set, then fork: the child crashes with it
 #include <unistd.h>
 
 #include <atomic>
@@ -91,6 +92,15 @@ int main(int argc, char** argv) {
       });
     }
     for (auto& t : threads) t.join();
+  } else if (mode == "fork-key") {
+    faultline::ScopedAnnotation req("request_id", "req-before-fork");
+    pid_t child = fork();
+    if (child == 0) {
+      // The forking thread lives on under the child's id; its key stays.
+      faultline::ScopedAnnotation phase("phase", "child");
+      crash_in_request(2);
+    }
+    return child > 0 ? 0 : 6;
   } else if (mode.rfind("terminate-", 0) == 0) {
     throw_it(mode.c_str() + 10);
   } else if (mode == "reinstall") {

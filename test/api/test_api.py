@@ -1,8 +1,10 @@
 """The linked C++ API: crash keys, uncaught exceptions, install/uninstall,
 dump_now while serving, and the user callback. The driver links
 libfaultline.so (no preload)."""
+import json
 import os
 import signal
+import time
 
 import fltest  # noqa: E402
 
@@ -24,6 +26,21 @@ def test_annotations_process_wide_and_per_thread_from_16_threads():
     assert t["annotations"] == {"request_id": "req-11-500"}
     assert fltest.native_symbols(t)[0] == "_ZN12_GLOBAL__N_116crash_in_requestEi"
     assert len(rep["threads"]) == 17
+
+
+def test_thread_key_follows_the_forking_thread_into_the_child(tmp_path):
+    # The child's thread has another id, whose home in the key table is
+    # elsewhere: the crash must still find the set the parent's thread used.
+    r = fltest.run([DRIVER, "fork-key"], preload=False, report_dir=str(tmp_path),
+                   env={"FAULTLINE_DIR": str(tmp_path)}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    deadline = time.time() + 30
+    while time.time() < deadline and not list(tmp_path.glob("faultline-*.json")):
+        time.sleep(0.1)
+    (path,) = tmp_path.glob("faultline-*.json")
+    rep = fltest.validate(json.loads(path.read_text()))
+    t = fltest.crashed_thread(rep)
+    assert t["annotations"] == {"request_id": "req-before-fork", "phase": "child"}, t
 
 
 def check_terminate(mode, type_name, message):
