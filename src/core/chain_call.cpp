@@ -158,6 +158,20 @@ Outcome call(ThreadState* st, int signo, siginfo_t* info, void* ucv, bool report
   }
   uintptr_t pc = static_cast<uintptr_t>(regs(ucv)[REG_RIP]);
   uintptr_t sp = static_cast<uintptr_t>(regs(ucv)[REG_RSP]);
+  // Whether the mapping denied this access: then a mapping that allows it
+  // once the handler returns means the handler fixed it. SEGV_ACCERR says
+  // so itself (its other causes are excluded by fault_access_now). For
+  // SEGV_MAPERR the mapping is asked now, as a guard region inside a
+  // mapping that allows the access faults so too; not below 64 KiB, where
+  // nothing is mapped (a null pointer: a JVM's null checks).
+  siginfo_t fault = *info;
+  bool denied_before = false;
+  if (signo == SIGSEGV && info->si_code == SEGV_ACCERR) {
+    denied_before = true;
+  } else if (signo == SIGSEGV && info->si_code == SEGV_MAPERR) {
+    denied_before = reinterpret_cast<uintptr_t>(info->si_addr) < (uintptr_t{64} << 10) ||
+                    fault_access_now(signo, &fault, ucv) == Access::kDenied;
+  }
   volatile uint64_t cookie =
       g_calls.fetch_add(1, std::memory_order_relaxed) * 0x9e3779b97f4a7c15ull ^ st->tid;
   st->call.cookie = cookie;
@@ -201,7 +215,9 @@ Outcome call(ThreadState* st, int signo, siginfo_t* info, void* ucv, bool report
   // A collector's barrier fixes the page and returns: the retried access
   // then succeeds, and the same store faulting again later, with every
   // register the same, is a new fault, not this one retried in vain.
-  if (fault_access_now(signo, info, ucv) == Access::kPermitted) return Outcome::kRecovered;
+  if (denied_before && fault_access_now(signo, &fault, ucv) == Access::kPermitted) {
+    return Outcome::kRecovered;
+  }
   return Outcome::kUnchanged;
 }
 

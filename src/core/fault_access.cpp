@@ -34,8 +34,12 @@ struct ProcmapQuery {
 constexpr unsigned long kProcmapQuery = _IOWR('f', 17, ProcmapQuery);
 constexpr uint64_t kVmaReadable = 1, kVmaWritable = 2, kVmaExecutable = 4;
 
-// x86-64 page-fault error code bits (the fault's REG_ERR).
+// x86-64 page-fault error code bits (the fault's REG_ERR): the access, and
+// the causes a mapping's protection does not show (a protection key, a
+// shadow-stack access, SGX).
 constexpr uint64_t kErrWrite = 1u << 1, kErrFetch = 1u << 4;
+constexpr uint64_t kErrNotProtection = (1u << 5) | (1u << 6) | (1u << 15);
+constexpr greg_t kTrapPageFault = 14;
 
 enum class Lookup { kFound, kNone, kFailed };
 
@@ -96,7 +100,9 @@ Lookup check_line(const char* line, uint64_t addr, uint64_t* flags) {
 // The text of /proc/self/maps, a line at a time through a fixed buffer (the
 // lines are in address order, so the walk stops at the first one past addr).
 Lookup query_text(int fd, uint64_t addr, uint64_t* flags) {
-  char buf[4096];
+  // Small: a program's own signal stack may be. A line's range and
+  // protection are in its first 40 bytes; longer lines are cut.
+  char buf[512];
   size_t have = 0;
   bool skipping = false;  // the rest of a line longer than the buffer
   for (;;) {
@@ -157,9 +163,15 @@ int maps_lookup_text(int fd, uint64_t addr, int* prot) {
 }
 
 Access fault_access_now(int signo, const siginfo_t* info, const void* ucv) {
-  if (signo != SIGSEGV || !info || !ucv || info->si_code <= 0) return Access::kUnknown;
-  uint64_t err =
-      static_cast<uint64_t>(static_cast<const ucontext_t*>(ucv)->uc_mcontext.gregs[REG_ERR]);
+  if (signo != SIGSEGV || !info || !ucv) return Access::kUnknown;
+  // Only a page fault the mapping's protection explains: not a general
+  // protection fault (SI_KERNEL, no address), a protection key
+  // (SEGV_PKUERR) or another cause the mapping does not show.
+  if (info->si_code != SEGV_MAPERR && info->si_code != SEGV_ACCERR) return Access::kUnknown;
+  const greg_t* g = static_cast<const ucontext_t*>(ucv)->uc_mcontext.gregs;
+  if (g[REG_TRAPNO] != kTrapPageFault) return Access::kUnknown;
+  auto err = static_cast<uint64_t>(g[REG_ERR]);
+  if (err & kErrNotProtection) return Access::kUnknown;
   uint64_t need = (err & kErrFetch)   ? kVmaExecutable
                   : (err & kErrWrite) ? kVmaWritable
                                       : kVmaReadable;

@@ -19,7 +19,11 @@ enum class Access {
 // Looks up the mapping that holds si_addr (PROCMAP_QUERY on /proc/self/maps
 // where the kernel has it, else the text of /proc/self/maps) and checks its
 // protection against the access the fault's error code names (read, write or
-// instruction fetch).
+// instruction fetch). kUnknown for anything but a page fault (SEGV_MAPERR or
+// SEGV_ACCERR) whose cause the protection can show: not a protection key,
+// shadow stack or general-protection fault. The caller also needs the
+// answer from before the handler ran for SEGV_MAPERR: a guard region
+// (MADV_GUARD_INSTALL) faults inside a mapping that allows the access.
 Access fault_access_now(int signo, const siginfo_t* info, const void* ucv);
 
 // The two lookups, for tests: the protection of the mapping that holds addr,

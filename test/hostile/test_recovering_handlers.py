@@ -129,6 +129,18 @@ def test_a_handler_that_returns_without_fixing_gets_the_fault_reported(tmp_path)
     assert r.stderr.index("report written to") < r.stderr.index("gave up")
 
 
+def test_a_guard_region_the_handler_leaves_is_reported_though_its_mapping_allows_the_store(
+        tmp_path):
+    # MADV_GUARD_INSTALL faults inside a read-write mapping: a mapping that
+    # allows the access after the handler is no sign it fixed anything here.
+    r = run(tmp_path, "before", "guard-unfixed")
+    if r.returncode == 77:
+        pytest.skip("this kernel has no guard regions (MADV_GUARD_INSTALL, Linux 6.13)")
+    assert r.returncode == 42, r.stderr
+    assert len(r.reports) == 1, r.stderr
+    assert r.stderr.index("report written to") < r.stderr.index("gave up")
+
+
 def test_a_handler_that_aborts_reports_the_fault_and_dies_with_sigabrt(tmp_path):
     r = run(tmp_path, "before", "abort")
     assert r.returncode == -signal.SIGABRT, r.stderr

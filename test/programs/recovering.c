@@ -12,6 +12,9 @@
  *            every register equal, faults on it; the handler unprotects the
  *            page and returns (a collector's write barrier), then the
  *            genuine crash.
+ *   guard-unfixed  unfixed, on a guard region (MADV_GUARD_INSTALL) inside a
+ *            read-write mapping: the mapping allows the store, and still it
+ *            faults (exit 77 where the kernel has no guard regions).
  *   unfixed  the handler returns without fixing anything; on its third
  *            call it gives up with _exit(42).
  *   abort    the genuine crash, for which the handler calls abort().
@@ -81,7 +84,7 @@ static void handler(int sig, siginfo_t* si, void* ucv) {
   char* a = si->si_addr;
   ++g_calls;
   if (a >= g_page && a < g_page + 4096) {
-    if (!strcmp(g_mode, "unfixed")) {
+    if (!strcmp(g_mode, "unfixed") || !strcmp(g_mode, "guard-unfixed")) {
       if (g_calls == 3) {
         static const char msg[] = "gave up\n";
         write(2, msg, sizeof msg - 1);
@@ -154,8 +157,11 @@ int main(int argc, char** argv) {
   int before = !strcmp(argv[1], "before");
   g_mode = argv[2];
   int count = argc > 3 ? atoi(argv[3]) : 3;
-  g_page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  int guard = !strcmp(g_mode, "guard-unfixed");
+  g_page = mmap(NULL, 4096, guard ? PROT_READ | PROT_WRITE : PROT_NONE,
+                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (g_page == MAP_FAILED) return 2;
+  if (guard && madvise(g_page, 4096, 102 /* MADV_GUARD_INSTALL, Linux 6.13 */) != 0) return 77;
   if (before) install_handler();
   if (strcmp(argv[1], "none") && faultline_install(NULL) != 0) return 2;
   if (!before) install_handler();
@@ -217,7 +223,7 @@ int main(int argc, char** argv) {
       gc_store(g_page);
       ++survived;
     }
-  } else if (!strcmp(g_mode, "unfixed")) {
+  } else if (!strcmp(g_mode, "unfixed") || !strcmp(g_mode, "guard-unfixed")) {
     *(volatile char*)g_page = 1;
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
