@@ -40,11 +40,13 @@ static_assert(offsetof(faultline_options, report_dir) == sizeof(size_t) &&
                       sizeof(size_t) + offsetof(OptionsV0, callback_data),
               "layout 1 is 0.1.0's fields after `size`");
 
-// Set once 0.1.0's entry point has run: the process holds a program built
-// against 0.1.0. faultline_install() then reads a struct whose first word is
-// NULL or pointer-like (0.1.0's report_dir, never a size) in 0.1.0's layout,
-// whether it is the struct that entry point filled or a copy of it.
-bool g_v0_seen = false;
+// The struct 0.1.0's entry point last filled, read in 0.1.0's layout (its
+// first word is 0.1.0's report_dir, a pointer or NULL, never a size). A
+// copy of such a struct (a settings object handed out by value) is read so
+// too once that entry point has run, if what it holds is plausible as
+// 0.1.0's settings: a newer program's struct left uninitialised must still
+// be refused, not read 8 bytes out of place.
+const void* g_v0_struct = nullptr;
 
 namespace {
 
@@ -70,6 +72,15 @@ void refuse_size(const char* function, size_t size, const char* why) {
   n[core::fmt_dec(n, size)] = '\0';
   core::raw_log("faultline: ", function, ": faultline_options.size is ", n);
   core::raw_log(" (", why, ")\n");
+}
+
+bool plausible_v0(const OptionsV0& v) {
+  auto flag = [](int x) { return x == 0 || x == 1; };
+  return v.signals != 0 && (v.signals >> 32) == 0 && (v.signals & 1) == 0 && flag(v.write_stderr) &&
+         flag(v.exit_after_dump) && flag(v.thread_altstacks) && flag(v.stay_in_front) &&
+         v.max_frames >= 0 && v.watchdog_seconds >= 0 && v.max_threads >= 0 &&
+         v.thread_timeout_ms >= 0 && v.dump_after_seconds >= 0 && v.thread_signal >= 0 &&
+         v.thread_signal <= 64 && v.dump_signal >= 0 && v.dump_signal <= 64;
 }
 
 const char* kNotInitialised =
@@ -100,12 +111,13 @@ int options_from_caller(const faultline_options* in, faultline_options* out) {
   }
   size_t size = in->size;
   if (!is_layout_size(size)) {
-    if (!g_v0_seen || (size != 0 && size <= kMaxSize)) {
+    OptionsV0 v0;
+    memcpy(&v0, in, sizeof v0);
+    bool v0_copy = g_v0_struct && (size == 0 || size > kMaxSize) && plausible_v0(v0);
+    if (in != g_v0_struct && !v0_copy) {
       refuse_size("faultline_install", size, kNotInitialised);
       return -EINVAL;
     }
-    OptionsV0 v0;
-    memcpy(&v0, in, sizeof v0);
     options_defaults(out);
     memcpy(reinterpret_cast<char*>(out) + sizeof(size_t), &v0, sizeof v0);
     return 0;
@@ -146,7 +158,7 @@ void faultline_options_init(faultline::install::OptionsV0* opts) {
   faultline_options all;
   faultline::install::options_defaults(&all);
   memcpy(opts, reinterpret_cast<const char*>(&all) + sizeof(size_t), sizeof *opts);
-  faultline::install::g_v0_seen = true;
+  faultline::install::g_v0_struct = opts;
 }
 
 }  // extern "C"

@@ -49,6 +49,13 @@ def test_a_0_1_program_installs_a_copy_of_its_initialised_struct(tmp_path):
     assert not crash("v0", tmp_path, mode="copy")
 
 
+def test_a_newer_struct_left_uninitialised_is_refused_even_after_a_0_1_init(tmp_path):
+    # Read in 0.1.0's layout it would be 8 bytes out of place (its report_dir
+    # pointer taken for the signal set).
+    rc, err = install_rc("v1", "zeroed-after-v0", str(tmp_path))
+    assert rc == -errno.EINVAL and "faultline_options_init()" in err
+
+
 def test_current_layout_sets_the_new_field(tmp_path):
     assert crash("current", tmp_path)
 
