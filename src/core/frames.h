@@ -64,8 +64,9 @@ enum class Unwinder : uint8_t {
   kLibunwind,
   kFramePointer,
   kLibunwindThenFp,
-  kCfi,              // the own CFI unwinder, to the end
-  kCfiThenLibunwind  // the CFI unwinder, then libunwind where it stopped
+  kCfi,               // the own CFI unwinder, to the end
+  kCfiThenLibunwind,  // the CFI unwinder, then libunwind where it stopped
+  kCfiThenFp          // the CFI unwinder, then the frame-pointer chain
 };
 
 // A thread's registers as its signal context gave them, and the window of

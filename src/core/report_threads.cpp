@@ -20,6 +20,8 @@ const char* unwinder_name(Unwinder u) {
       return "cfi";
     case Unwinder::kCfiThenLibunwind:
       return "cfi+libunwind";
+    case Unwinder::kCfiThenFp:
+      return "cfi+frame-pointer";
     case Unwinder::kNone:
       break;
   }

@@ -19,9 +19,14 @@ void push_frame(ThreadCapture* t, int max_frames, uintptr_t pc, uintptr_t sp, bo
 
 namespace {
 
-// Set once at install, before any handler can use it; null pointers until
-// then (libunwind not loaded).
-LibunwindApi g_unw = {};
+// libunwind's functions once loaded: filled before it is published, then
+// never written again (a later install that loads it again finds it set).
+LibunwindApi g_unw_storage = {};
+const LibunwindApi* g_unw_published = nullptr;  // atomic; null: not loaded
+
+const LibunwindApi* unw() {
+  return __atomic_load_n(&g_unw_published, __ATOMIC_ACQUIRE);
+}
 
 // Beyond this many frames we stop counting (a runaway recursion of a million
 // frames is reported as "at least 10000").
@@ -58,22 +63,24 @@ bool plausible_return(const ModuleTable& modules, uintptr_t ret) {
 // -1 stopped by an error (caller falls back to frame pointers).
 int walk_libunwind(unw_context_t* ctx, bool signal_frame, ThreadCapture* t, int max_frames,
                    uintptr_t* last_fp) {
+  const LibunwindApi* u = unw();
+  if (!u) return -1;
   unw_cursor_t cursor;
-  if (g_unw.init_local2(&cursor, ctx, signal_frame ? UNW_INIT_SIGNAL_FRAME : 0) < 0) return -1;
+  if (u->init_local2(&cursor, ctx, signal_frame ? UNW_INIT_SIGNAL_FRAME : 0) < 0) return -1;
   // A frame's pc is exact (not a return address) for the interrupted frame
   // we start from and for the frame below a signal trampoline; libunwind
   // flags the trampoline itself, so the flag carries over one frame.
   bool exact = signal_frame;
   while (t->frames_total < kMaxCountedFrames) {
     unw_word_t ip = 0, sp = 0, fp = 0;
-    g_unw.get_reg(&cursor, UNW_REG_IP, &ip);
-    g_unw.get_reg(&cursor, UNW_REG_SP, &sp);
-    g_unw.get_reg(&cursor, UNW_X86_64_RBP, &fp);
+    u->get_reg(&cursor, UNW_REG_IP, &ip);
+    u->get_reg(&cursor, UNW_REG_SP, &sp);
+    u->get_reg(&cursor, UNW_X86_64_RBP, &fp);
     if (ip == 0) return 1;
     push_frame(t, max_frames, ip, sp, exact);
-    exact = g_unw.is_signal_frame(&cursor) > 0;
+    exact = u->is_signal_frame(&cursor) > 0;
     *last_fp = fp;
-    int r = g_unw.step(&cursor);
+    int r = u->step(&cursor);
     if (r == 0) return 1;
     if (r < 0) return -1;
   }
@@ -83,23 +90,26 @@ int walk_libunwind(unw_context_t* ctx, bool signal_frame, ThreadCapture* t, int 
 }  // namespace
 
 void unwind_use_libunwind(const LibunwindApi& api, bool per_thread_cache) {
-  g_unw = api;
+  if (unw()) return;  // loaded by an earlier install
   // A global cache takes a lock; the per-thread cache is signal-safe per
-  // libunwind's documentation when its TLS is static (loaded at start-up,
-  // or by the program). Loaded late, libunwind's TLS is dynamic: a thread's
-  // first touch would call malloc inside the handler, so no cache then
-  // (slower, but safe). Warm up so the first use at crash time does not
-  // initialise anything lazily: one step does it.
-  g_unw.set_caching_policy(*g_unw.local_addr_space,
-                           per_thread_cache ? UNW_CACHE_PER_THREAD : UNW_CACHE_NONE);
+  // libunwind's documentation when its TLS is static (the program linked
+  // libunwind itself). Loaded by faultline, after start, its TLS is
+  // dynamic: a thread's first touch would call malloc inside the handler,
+  // so no cache then (slower, but safe). Warm up so the first use at crash
+  // time does not initialise anything lazily: one step does it. Published
+  // only then, all at once.
+  api.set_caching_policy(*api.local_addr_space,
+                         per_thread_cache ? UNW_CACHE_PER_THREAD : UNW_CACHE_NONE);
   unw_context_t ctx;
-  g_unw.getcontext(&ctx);
+  api.getcontext(&ctx);
   unw_cursor_t cursor;
-  if (g_unw.init_local(&cursor, &ctx) == 0) g_unw.step(&cursor);
+  if (api.init_local(&cursor, &ctx) == 0) api.step(&cursor);
+  g_unw_storage = api;
+  __atomic_store_n(&g_unw_published, &g_unw_storage, __ATOMIC_RELEASE);
 }
 
 bool libunwind_available() {
-  return g_unw.step != nullptr;
+  return unw() != nullptr;
 }
 
 bool unwind_uses_cfi() {
@@ -217,6 +227,7 @@ void unwind_from_context(const ucontext_t* uc, const ModuleTable& modules, Threa
       int before = t->frames_total;
       if (last.valid & (1u << kCfiRbp)) unwind_frame_pointers(last.r[kCfiRbp], t, max_frames);
       bool went_on = t->frames_total > before;
+      if (went_on) t->unwinder = Unwinder::kCfiThenFp;
       if (!want_libunwind) {
         errors->add(went_on ? "unwind: the CFI unwinder stopped early; continued with the "
                               "frame-pointer chain"

@@ -1,9 +1,11 @@
 #include "install/libunwind_load.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <stdint.h>
 
+#include "core/thread_state.h"
 #include "core/unwind.h"
-#include "install/late_load.h"
 
 // libunwind.h names its functions through macros (unw_step is
 // _ULx86_64_step with UNW_LOCAL_ONLY): the symbol is the macro's expansion.
@@ -17,6 +19,24 @@ template <typename T>
 bool resolve(void* handle, const char* name, T* out) {
   *out = reinterpret_cast<T>(dlsym(handle, name));
   return *out != nullptr;
+}
+
+// True when the loaded libunwind's thread-local storage sits in the static
+// TLS block (the program linked libunwind itself, so it was there at
+// start), so touching it in a signal handler allocates nothing; false when
+// it is dynamic (loaded here, after start) or cannot be told.
+bool tls_is_static(void* handle) {
+  size_t modid = 0;
+  if (dlinfo(handle, RTLD_DI_TLS_MODID, &modid) != 0) return false;
+  if (modid == 0) return true;  // no TLS at all
+  void* data = nullptr;
+  // The calling thread's block, or null while a dynamic block was never
+  // allocated in this thread. Static blocks sit just below the thread
+  // pointer (x86-64 TLS variant II); dynamic ones are malloc'ed.
+  if (dlinfo(handle, RTLD_DI_TLS_DATA, &data) != 0 || !data) return false;
+  auto at = reinterpret_cast<uintptr_t>(data);
+  uintptr_t tp = core::thread_pointer();
+  return at < tp && tp - at < (uintptr_t{1} << 20);
 }
 
 }  // namespace
@@ -45,7 +65,7 @@ bool libunwind_load(const char** why) {
     return false;
   }
   // Kept loaded for good: the crash path holds its functions.
-  core::unwind_use_libunwind(api, libunwind_tls_is_static());
+  core::unwind_use_libunwind(api, tls_is_static(h));
   return true;
 }
 
