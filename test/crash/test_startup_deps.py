@@ -11,32 +11,31 @@ LATECXX = fltest.program("latecxx")
 LATECXX_LIB = fltest.program("liblatecxx_lib.so")
 
 
+def dynamic_section():
+    return subprocess.run(["readelf", "-d", os.environ["FAULTLINE_LIB"]], capture_output=True,
+                          text=True, check=True).stdout
+
+
+def maps_of_cat(**env):
+    """A C program under the preload: cat reading its own maps."""
+    r = fltest.run(["/bin/cat", "/proc/self/maps"], env=env)
+    assert r.returncode == 0, r.stderr
+    assert "libfaultline" in r.stdout  # the preload is there
+    return r
+
+
 def test_library_needs_no_cxx_runtime():
-    out = subprocess.run(["readelf", "-d", os.environ["FAULTLINE_LIB"]], capture_output=True,
-                         text=True, check=True).stdout
-    needed = [line for line in out.splitlines() if "(NEEDED)" in line]
+    needed = [line for line in dynamic_section().splitlines() if "(NEEDED)" in line]
     assert needed and not any("libstdc++" in line or "libgcc_s" in line for line in needed), needed
 
 
 def test_c_program_maps_no_cxx_runtime():
-    # A C program under the preload: cat reading its own maps.
-    r = fltest.run(["/bin/cat", "/proc/self/maps"])
-    assert r.returncode == 0
-    assert "libfaultline" in r.stdout  # the preload is there...
-    assert "libstdc++" not in r.stdout  # ...and brought no C++ runtime
+    assert "libstdc++" not in maps_of_cat().stdout  # the preload brought no C++ runtime
 
 
 def test_library_needs_no_libunwind():
-    out = subprocess.run(["readelf", "-d", os.environ["FAULTLINE_LIB"]], capture_output=True,
-                         text=True, check=True).stdout
+    out = dynamic_section()
     assert "libunwind" not in out and "liblzma" not in out, out
-
-
-def maps_of_cat(**env):
-    r = fltest.run(["/bin/cat", "/proc/self/maps"], env=env)
-    assert r.returncode == 0, r.stderr
-    assert "libfaultline" in r.stdout
-    return r
 
 
 def test_libunwind_is_loaded_only_when_chosen():

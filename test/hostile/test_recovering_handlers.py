@@ -27,6 +27,13 @@ def fault_addresses(r):
     return sorted(int(rep["signal"]["fault_address"], 16) for rep in r.reports)
 
 
+def survived_then_one_report(r, survived):
+    """The recoverable faults all recovered, then the genuine crash reported."""
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    assert r.stdout == f"survived {survived}\n", r.stderr
+    return one_report_of_the_genuine_crash(r)
+
+
 def one_report_of_the_genuine_crash(r):
     assert len(r.reports) == 1, (len(r.reports), r.stderr)
     rep = fltest.validate(r.reports[0])
@@ -41,9 +48,7 @@ def test_guard_page_probes_before_faultline_give_no_report_and_faultline_stays(t
     # retried: before, the first probe was reported ("fatal signal") and
     # faultline stepped aside, so the genuine crash had no report.
     r = run(tmp_path, "before", "probe", "200")
-    assert r.returncode == -signal.SIGSEGV, r.stderr
-    assert r.stdout == "survived 201\n", r.stderr
-    one_report_of_the_genuine_crash(r)
+    survived_then_one_report(r, 201)
     assert r.stderr.count("Fatal signal") + r.stderr.count("fatal signal") <= 1, r.stderr
 
 
@@ -52,9 +57,7 @@ def test_a_one_shot_handler_that_arms_itself_again_keeps_recovering(tmp_path):
     # sigaction() while faultline runs it is recorded, not applied, so
     # faultline stays in front even though the handler then siglongjmps.
     r = run(tmp_path, "before", "oneshot", "50")
-    assert r.returncode == -signal.SIGSEGV, r.stderr
-    assert r.stdout == "survived 51\n", r.stderr
-    one_report_of_the_genuine_crash(r)
+    survived_then_one_report(r, 51)
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
@@ -65,18 +68,14 @@ def test_an_sa_nodefer_handler_that_jumps_without_restoring_the_mask(tmp_path, w
     # default action (no report, the process dies where it would go on).
     env = {"FAULTLINE_STAY_IN_FRONT": "1", "FAULTLINE_CHAIN_ORDER": "handler-first"}
     r = run(tmp_path, where, "nodefer", "50", **(env if where == "after" else {}))
-    assert r.returncode == -signal.SIGSEGV, r.stderr
-    assert r.stdout == "survived 51\n", r.stderr
-    one_report_of_the_genuine_crash(r)
+    survived_then_one_report(r, 51)
 
 
 def test_eight_threads_probing_at_once_then_a_crash(tmp_path):
     # Each thread's call to the handler is its own (no crash is claimed
     # while it runs): none waits for another, none is reported.
     r = run(tmp_path, "before", "threads", "2000")
-    assert r.returncode == -signal.SIGSEGV, r.stderr
-    assert r.stdout == "survived 16000\n", r.stderr
-    rep = one_report_of_the_genuine_crash(r)
+    rep = survived_then_one_report(r, 16000)
     assert rep["other_crashes"] == [], rep["other_crashes"]
 
 
@@ -92,9 +91,7 @@ def test_a_crash_while_eight_threads_keep_probing(tmp_path):
 
 def test_a_handler_that_moves_the_pc_recovers_thousands_of_faults_without_reports(tmp_path):
     r = run(tmp_path, "before", "rewrite", "5000")
-    assert r.returncode == -signal.SIGSEGV, r.stderr
-    assert r.stdout == "survived 5000\n", r.stderr
-    one_report_of_the_genuine_crash(r)
+    survived_then_one_report(r, 5000)
 
 
 def test_a_collector_barrier_that_fixes_the_page_and_returns_gives_no_report(tmp_path):
@@ -103,9 +100,7 @@ def test_a_collector_barrier_that_fixes_the_page_and_returns_gives_no_report(tmp
     # Before, the second fault was taken for the first one retried in vain
     # and reported.
     r = run(tmp_path, "before", "gc", "300")
-    assert r.returncode == -signal.SIGSEGV, r.stderr
-    assert r.stdout == "survived 300\n", r.stderr
-    one_report_of_the_genuine_crash(r)
+    survived_then_one_report(r, 300)
 
 
 def test_a_later_collector_barrier_gets_each_early_report_withdrawn(tmp_path):
@@ -207,8 +202,7 @@ def test_a_process_that_goes_on_after_a_withdrawn_report_keeps_its_interval_time
 def test_handler_first_for_a_later_handler_gives_no_report_for_its_recoveries(tmp_path):
     r = run(tmp_path, "after", "rewrite", "100", FAULTLINE_STAY_IN_FRONT="1",
             FAULTLINE_CHAIN_ORDER="handler-first")
-    assert r.returncode == -signal.SIGSEGV and r.stdout == "survived 100\n", r.stderr
-    one_report_of_the_genuine_crash(r)
+    survived_then_one_report(r, 100)
 
 
 def test_report_first_for_an_earlier_handler_reports_each_fault_and_stays_installed(tmp_path):
