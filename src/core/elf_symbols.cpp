@@ -53,17 +53,23 @@ int lower_bound(const uint64_t* addrs, int n, uint64_t v) {
 // this far, when nothing sized covers them.
 constexpr uint64_t kUnsizedReach = 64 * 1024;
 
-// Heapsort of addrs with frames alongside: O(n log n) and no memory, for
+// The address a frame is looked up at, relative to the module: a return
+// address may be one past a noreturn call, so pc-1 unless the pc is exact.
+// The low bit of the key keeps exact and return-address frames apart (their
+// sigreturn recheck differs).
+uint64_t lookup_key(const NativeFrame* f, uintptr_t bias) {
+  uint64_t pc = f->signal_frame ? f->pc : f->pc - 1;
+  return ((pc - bias) << 1) | (f->signal_frame ? 1u : 0u);
+}
+
+// Heapsort of frame pointers by lookup key: O(n log n) and no memory, for
 // up to 256 threads x 256 frames in one module.
-void sift_down(uint64_t* a, NativeFrame** f, int root, int n) {
+void sift_down(NativeFrame** f, uintptr_t bias, int root, int n) {
   for (;;) {
     int child = 2 * root + 1;
     if (child >= n) return;
-    if (child + 1 < n && a[child + 1] > a[child]) ++child;
-    if (a[root] >= a[child]) return;
-    uint64_t ta = a[root];
-    a[root] = a[child];
-    a[child] = ta;
+    if (child + 1 < n && lookup_key(f[child + 1], bias) > lookup_key(f[child], bias)) ++child;
+    if (lookup_key(f[root], bias) >= lookup_key(f[child], bias)) return;
     NativeFrame* tf = f[root];
     f[root] = f[child];
     f[child] = tf;
@@ -71,16 +77,13 @@ void sift_down(uint64_t* a, NativeFrame** f, int root, int n) {
   }
 }
 
-void sort_by_address(uint64_t* a, NativeFrame** f, int n) {
-  for (int i = n / 2 - 1; i >= 0; --i) sift_down(a, f, i, n);
+void sort_by_key(NativeFrame** f, uintptr_t bias, int n) {
+  for (int i = n / 2 - 1; i >= 0; --i) sift_down(f, bias, i, n);
   for (int end = n - 1; end > 0; --end) {
-    uint64_t ta = a[0];
-    a[0] = a[end];
-    a[end] = ta;
     NativeFrame* tf = f[0];
     f[0] = f[end];
     f[end] = tf;
-    sift_down(a, f, 0, end);
+    sift_down(f, bias, 0, end);
   }
 }
 
@@ -232,47 +235,66 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
   constexpr int kCacheSlots = 256;
   static CachedName cache[kCacheSlots];  // static: the signal stack may be small
   for (CachedName& e : cache) e = {-1, 0, nullptr};
-  // All of the module's frames at once, sorted by address (arena memory);
-  // if the arena is short, 64 at a time from static scratch.
+  // The frames sorted in place by address, so the frames of one address
+  // (a deep recursion, many threads in one function) are looked up once:
+  // a 64-thread capture has 3,000 frames in a program and a dozen distinct
+  // addresses. The distinct ones go through the tables together (arena
+  // memory); if the arena is short, 64 at a time from static scratch.
+  sort_by_key(frames, module.bias, n);
+  int nkeys = 0;
+  for (int f = 0; f < n; ++f) {
+    if (f == 0 || lookup_key(frames[f], module.bias) != lookup_key(frames[f - 1], module.bias))
+      ++nkeys;
+  }
   constexpr int kBatch = 64;
   static uint64_t batch_addrs[kBatch];
   static Best batch_best[kBatch];
   static NativeFrame* batch_frames[kBatch];
-  uint64_t* addrs = arena->alloc_array<uint64_t>(static_cast<size_t>(n));
-  Best* best = arena->alloc_array<Best>(static_cast<size_t>(n));
-  NativeFrame** sorted = arena->alloc_array<NativeFrame*>(static_cast<size_t>(n));
-  int step = n;
-  if (!addrs || !best || !sorted) {
+  // One block, all or nothing: what is left of a short arena stays for
+  // the names.
+  size_t each = sizeof(Best) + sizeof(uint64_t) + sizeof(NativeFrame*);
+  char* block = static_cast<char*>(arena->alloc(each * static_cast<size_t>(nkeys), alignof(Best)));
+  Best* best = reinterpret_cast<Best*>(block);
+  uint64_t* addrs = reinterpret_cast<uint64_t*>(block + sizeof(Best) * static_cast<size_t>(nkeys));
+  NativeFrame** first = reinterpret_cast<NativeFrame**>(block + (sizeof(Best) + sizeof(uint64_t)) *
+                                                                    static_cast<size_t>(nkeys));
+  int step = nkeys;
+  if (!block) {
     addrs = batch_addrs;
     best = batch_best;
-    sorted = batch_frames;
+    first = batch_frames;
     step = kBatch;
   }
-  for (int start = 0; start < n; start += step) {
-    int m = n - start < step ? n - start : step;
-    for (int f = 0; f < m; ++f) {
-      const NativeFrame* fr = frames[start + f];
-      // A return address may be one past a noreturn call: look up pc-1.
-      uintptr_t pc = fr->signal_frame ? fr->pc : fr->pc - 1;
-      addrs[f] = pc - module.bias;
-      sorted[f] = frames[start + f];
-      best[f] = {0, 0, 0, -1, false, 0};
+  int next_frame = 0;  // the first frame not yet named
+  while (next_frame < n) {
+    // Up to `step` distinct addresses, from next_frame on.
+    int m = 0;
+    int end = next_frame;
+    for (; end < n; ++end) {
+      uint64_t key = lookup_key(frames[end], module.bias);
+      if (m > 0 && key == lookup_key(first[m - 1], module.bias)) continue;
+      if (m == step) break;
+      first[m] = frames[end];
+      addrs[m] = key >> 1;
+      best[m] = {0, 0, 0, -1, false, 0};
+      ++m;
     }
-    sort_by_address(addrs, sorted, m);
     for (int t = 0; t < ntabs; ++t) {
-      // Stop early when every frame has an exact match from .symtab.
+      // Stop early when every address has an exact match from .symtab.
       bool all_exact = true;
       for (int f = 0; f < m; ++f) all_exact = all_exact && best[f].exact;
       if (all_exact) break;
       scan_table(tabs[t], t, addrs, best, m);
     }
-    recheck_sigreturn(tabs, ntabs, sorted, best, m, module.bias);
-    for (int f = 0; f < m; ++f) {
-      const Best& b = best[f];
+    recheck_sigreturn(tabs, ntabs, first, best, m, module.bias);
+    int u = -1;
+    for (int f = next_frame; f < end; ++f) {
+      NativeFrame* frame = frames[f];
+      if (u < 0 || lookup_key(frame, module.bias) != lookup_key(first[u], module.bias)) ++u;
+      const Best& b = best[u];
       if (b.table < 0) continue;
       const SymTab& t = tabs[b.table];
       if (b.name >= t.str_size) continue;
-      NativeFrame* frame = sorted[f];
       CachedName& slot =
           cache[(b.name * 2654435761u + static_cast<uint32_t>(b.table)) % kCacheSlots];
       if (slot.table == b.table && slot.offset == b.name && slot.name) {
@@ -307,6 +329,7 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
       frame->symbol_offset = (frame->pc - module.bias) - b.value;
       slot = {b.table, b.name, frame->symbol};
     }
+    next_frame = end;
   }
   if (src.fd >= 0) close(src.fd);
   if (debug.fd >= 0) close(debug.fd);

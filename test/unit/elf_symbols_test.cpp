@@ -49,13 +49,16 @@ std::map<uint64_t, std::set<std::string>> nm_functions(const std::string& path, 
   return out;
 }
 
-void check_library(const char* path, bool dynamic) {
+// repeats > 1: each address several times, exact and as a return address,
+// interleaved (as many threads in the same functions give them); a small
+// arena_bytes forces the static 64-address batches.
+void check_library(const char* path, bool dynamic, int repeats = 1, size_t arena_bytes = 4u << 20) {
   std::vector<NmSymbol> sized;
   auto names = nm_functions(path, dynamic, &sized);
   REQUIRE(sized.size() > 50);
   Arena arena;
   arena = Arena{};
-  REQUIRE(arena.init(4u << 20));
+  REQUIRE(arena.init(arena_bytes));
   Module m{};
   m.path = path;
   m.base = 0;
@@ -64,12 +67,16 @@ void check_library(const char* path, bool dynamic) {
   // Every 7th function, looked up in its middle, in batches like the handler.
   std::vector<NativeFrame> frames;
   std::vector<uint64_t> starts;
-  for (size_t i = 0; i < sized.size(); i += 7) {
-    NativeFrame f{};
-    f.pc = sized[i].value + sized[i].size / 2;
-    f.signal_frame = true;
-    frames.push_back(f);
-    starts.push_back(sized[i].value);
+  for (int r = 0; r < repeats; ++r) {
+    for (size_t i = 0; i < sized.size(); i += 7) {
+      NativeFrame f{};
+      f.signal_frame = r % 2 == 0;
+      // A return address is looked up one byte before it.
+      f.pc = sized[i].value + sized[i].size / 2 + (f.signal_frame ? 0 : 1);
+      if (!f.signal_frame && sized[i].size < 4) continue;
+      frames.push_back(f);
+      starts.push_back(sized[i].value);
+    }
   }
   std::vector<NativeFrame*> ptrs;
   for (auto& f : frames) ptrs.push_back(&f);
@@ -94,6 +101,14 @@ void check_library(const char* path, bool dynamic) {
 
 TEST_CASE("libc .dynsym lookup agrees with nm -D") {
   check_library("/lib/x86_64-linux-gnu/libc.so.6", true);
+}
+
+TEST_CASE("repeated addresses are named alike, also in batches when the arena is short") {
+  // 3 x every 7th libc function, exact and return-address frames mixed.
+  check_library("/lib/x86_64-linux-gnu/libc.so.6", true, 3);
+  // An arena with room for the names but not for the ~800 distinct
+  // addresses' arrays (48 bytes each).
+  check_library("/lib/x86_64-linux-gnu/libc.so.6", true, 3, 24u << 10);
 }
 
 TEST_CASE("libstdc++ .dynsym lookup agrees with nm -D (mangled names)") {
