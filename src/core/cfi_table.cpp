@@ -94,7 +94,7 @@ CfiStatus find_fde(const CfiModule& m, uintptr_t pc, uintptr_t* fde) {
   return CfiStatus::kStepped;
 }
 
-bool parse_cie(uintptr_t addr, Cie* cie) {
+bool parse_cie(uintptr_t addr, Cie* cie, Stream* rest) {
   Stream s(addr, addr + 64);  // a CIE is short: one read
   uint64_t len = s.fixed(4);
   uintptr_t start = s.pos();
@@ -160,14 +160,16 @@ bool parse_cie(uintptr_t addr, Cie* cie) {
   }
   cie->insns = s.pos();
   cie->end = start + len;
+  *rest = s;
   return s.ok() && cie->ra == kCfiRip && cie->insns <= cie->end;
 }
 
 // Runs a call-frame program. Stops before the first advance past `target`
 // (UINTPTR_MAX for a CIE's initial instructions).
-bool run_program(uintptr_t insns, uintptr_t end, const Cie& cie, uintptr_t loc, uintptr_t target,
-                 const Row* initial, Row* row) {
-  Stream s(insns, end);
+// `via`: the stream that read the record, whose buffer may hold them.
+bool run_program(const Stream& via, uintptr_t insns, uintptr_t end, const Cie& cie, uintptr_t loc,
+                 uintptr_t target, const Row* initial, Row* row) {
+  Stream s = via.at(insns, end);
   Row saved[kMaxRemember];
   int nsaved = 0;
   auto reg_ok = [](uint64_t r) { return r < kCfiNumRegs; };
@@ -368,9 +370,10 @@ CfiStatus find_row(const CfiModule& m, uintptr_t pc, Row* row, CieCache* cache) 
     cache->next = (cache->next + 1) % CieCache::kSize;
     cache->addr[slot] = 0;
     Cie& c = cache->cie[slot];
-    if (!parse_cie(cie_addr, &c)) return CfiStatus::kBadCfi;
+    Stream rest(0, 0);
+    if (!parse_cie(cie_addr, &c, &rest)) return CfiStatus::kBadCfi;
     cache->initial[slot] = Row{};
-    if (!run_program(c.insns, c.end, c, 0, UINTPTR_MAX, nullptr, &cache->initial[slot]))
+    if (!run_program(rest, c.insns, c.end, c, 0, UINTPTR_MAX, nullptr, &cache->initial[slot]))
       return CfiStatus::kBadCfi;
     cache->addr[slot] = cie_addr;
   }
@@ -386,7 +389,7 @@ CfiStatus find_row(const CfiModule& m, uintptr_t pc, Row* row, CieCache* cache) 
   }
   if (!s.ok() || s.pos() > end) return CfiStatus::kBadCfi;
   *row = initial;
-  if (!run_program(s.pos(), end, cie, begin, pc, &initial, row)) return CfiStatus::kBadCfi;
+  if (!run_program(s, s.pos(), end, cie, begin, pc, &initial, row)) return CfiStatus::kBadCfi;
   row->signal = cie.signal;
   if (row->cfa.kind == kUnset) return CfiStatus::kBadCfi;
   return CfiStatus::kStepped;
