@@ -13,11 +13,19 @@ namespace faultline::core {
 // reserved address space; untouched pages cost no memory.
 constexpr size_t kDefaultArenaBytes = 16u << 20;
 
+// Faults in the pages of [from, to) (page-aligned outwards) with one system
+// call. Async-signal-safe; a no-op where the kernel lacks MADV_POPULATE_WRITE
+// (before 5.14): the pages are then faulted in one by one as before.
+void populate_pages(void* from, void* to);
+
+constexpr size_t kPopulateAhead = 128u << 10;
+
 class Arena {
  public:
   // constexpr, so a global Arena (and CrashState) is constant-initialised:
   // no dynamic constructor can run after the preload constructor and wipe it.
-  constexpr Arena() : base_(nullptr), size_(0), used_(0), clean_(0), exhausted_(false) {}
+  constexpr Arena()
+      : base_(nullptr), size_(0), used_(0), clean_(0), populated_(0), exhausted_(false) {}
   // Install time (mmap). Returns false on failure.
   bool init(size_t bytes);
   void release();
@@ -32,7 +40,10 @@ class Arena {
   }
   // Copies a string into the arena (truncated to max bytes, terminated).
   const char* dup(const char* s, size_t max);
-  void reset() { used_ = 0; }
+  void reset() {
+    used_ = 0;
+    populated_ = 0;
+  }
   size_t used() const { return used_; }
   size_t capacity() const { return size_; }
   bool exhausted() const { return exhausted_; }
@@ -46,6 +57,13 @@ class Arena {
   // it. A report of 256 threads asks for 256 x max_frames frames and fills
   // a fifth of them.
   size_t clean_;
+  // alloc() has asked the kernel for the pages up to here in this capture.
+  // A first touch of a page costs a page fault each (~10 us in a virtual
+  // machine); MADV_POPULATE_WRITE gives a run of them in one system call
+  // (~0.6 us a page). So alloc() populates ahead, kPopulateAhead at a
+  // time, what it hands out (zeroed memory is written at once anyway);
+  // alloc_uninit() leaves its untouched pages alone.
+  size_t populated_;
   bool exhausted_;
 };
 

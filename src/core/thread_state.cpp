@@ -34,7 +34,10 @@ bool thread_is_gone(pid_t tid) {
 }
 
 ThreadState* thread_state_find() {
-  pid_t tid = sys_gettid();
+  return thread_state_find(sys_gettid());
+}
+
+ThreadState* thread_state_find(pid_t tid) {
   for (int i = 0, at = home(tid); i < kMaxThreadStates; ++i, at = (at + 1) % kMaxThreadStates) {
     pid_t owner = __atomic_load_n(&g_states[at].tid, __ATOMIC_ACQUIRE);
     if (owner == tid) return &g_states[at];
@@ -49,8 +52,11 @@ ThreadState* thread_state_find() {
 }
 
 ThreadState* thread_state() {
-  if (ThreadState* s = thread_state_find()) return s;
-  pid_t tid = sys_gettid();
+  return thread_state(sys_gettid());
+}
+
+ThreadState* thread_state(pid_t tid) {
+  if (ThreadState* s = thread_state_find(tid)) return s;
   int saved_errno = errno;
   ThreadState* got = nullptr;
   // A free entry near the thread's home, else one of an exited thread.

@@ -67,8 +67,11 @@ constexpr int kMaxThreadStates = 1024;
 // that no longer exists). nullptr only when every entry belongs to a live
 // thread: the caller then runs without a recovery point.
 ThreadState* thread_state();
+// The same for a thread that knows its id (saves a system call).
+ThreadState* thread_state(pid_t self);
 // This thread's entry if it has one (never claims).
 ThreadState* thread_state_find();
+ThreadState* thread_state_find(pid_t self);
 // In a fork child: only the forking thread exists, under a new id.
 void thread_state_reset_after_fork();
 

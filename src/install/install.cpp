@@ -14,6 +14,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "core/altstacks.h"
 #include "core/annotations.h"
 #include "core/classify.h"
 #include "core/crash.h"
@@ -92,6 +93,10 @@ void atfork_child() {
   threads_reset_after_fork();
   safe_read_reset_after_fork();
   thread_state_reset_after_fork();
+  // The forking thread's signal stack, under its new id.
+  stack_t ss;
+  if (sigaltstack(nullptr, &ss) == 0 && !(ss.ss_flags & SS_DISABLE))
+    altstack_register(sys_gettid(), ss.ss_sp, ss.ss_size);
   thread_annotations_after_fork();
   module_snapshot_after_fork();
 }
@@ -234,7 +239,7 @@ void install_altstack() {
   stack_t ss = {};
   ss.ss_sp = g_altstack;
   ss.ss_size = kAltStackBytes;
-  sigaltstack(&ss, nullptr);
+  if (sigaltstack(&ss, nullptr) == 0) altstack_register(sys_gettid(), ss.ss_sp, ss.ss_size);
 }
 
 void read_cmdline(Config* cfg) {

@@ -8,8 +8,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/altstacks.h"
 #include "core/crash.h"
 #include "core/module_snapshot.h"
+#include "core/sys.h"
 #include "install/terminate.h"
 
 namespace faultline::core {
@@ -45,6 +47,7 @@ void free_stack(void* p) {
   // Only disable it if it is still ours (the program may have set another).
   if (sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_ONSTACK) &&
       current.ss_sp == static_cast<char*>(s->map) + getpagesize()) {
+    altstack_forget(sys_gettid());
     stack_t off = {};
     off.ss_flags = SS_DISABLE;
     sigaltstack(&off, nullptr);
@@ -75,6 +78,7 @@ void ensure_thread_altstack() {
   stack_t current;
   if (sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_DISABLE) &&
       current.ss_size >= kThreadAltStack) {
+    altstack_register(sys_gettid(), current.ss_sp, current.ss_size);
     return;
   }
   size_t page = static_cast<size_t>(getpagesize());
@@ -94,6 +98,7 @@ void ensure_thread_altstack() {
   }
   own->map = map;
   own->len = len;
+  altstack_register(sys_gettid(), ss.ss_sp, ss.ss_size);
   if (!g_key_made || pthread_setspecific(g_key, own) != 0) {
     // No destructor to free it: keep it for the thread's life (leaks the
     // mapping only if the thread ends).

@@ -1,0 +1,80 @@
+#include "core/altstacks.h"
+
+#include "core/arena.h"
+
+namespace faultline::core {
+namespace {
+
+struct Entry {
+  pid_t tid;  // 0: never used; -1: withdrawn (atomic)
+  uintptr_t lo;
+  uintptr_t hi;
+};
+
+constexpr int kSlots = 2048;
+// Lookups stop at the first never-used slot, so a thread finds its entry
+// within the few slots probed from its home; a full run of slots ends the
+// probe too (then the thread is simply not prefaulted).
+constexpr int kMaxProbe = 64;
+Entry g_entries[kSlots];
+
+int home(pid_t tid) {
+  return static_cast<int>(static_cast<unsigned>(tid) % kSlots);
+}
+
+Entry* find(pid_t tid) {
+  for (int i = 0, at = home(tid); i < kMaxProbe; ++i, at = (at + 1) % kSlots) {
+    pid_t owner = __atomic_load_n(&g_entries[at].tid, __ATOMIC_ACQUIRE);
+    if (owner == tid) return &g_entries[at];
+    if (owner == 0) return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void altstack_register(pid_t tid, void* lo, size_t size) {
+  if (tid <= 0 || !lo || size == 0) return;
+  uintptr_t l = reinterpret_cast<uintptr_t>(lo);
+  // Mark the slot mid-update (lo > hi) while it is rewritten, so a
+  // concurrent crash never populates half of one range and half of another.
+  auto set = [&](Entry* e) {
+    __atomic_store_n(&e->hi, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&e->lo, l, __ATOMIC_RELEASE);
+    __atomic_store_n(&e->hi, l + size, __ATOMIC_RELEASE);
+  };
+  if (Entry* e = find(tid)) {  // a stale entry of an earlier thread with this id
+    set(e);
+    return;
+  }
+  for (int i = 0, at = home(tid); i < kMaxProbe; ++i, at = (at + 1) % kSlots) {
+    Entry* e = &g_entries[at];
+    pid_t owner = __atomic_load_n(&e->tid, __ATOMIC_ACQUIRE);
+    if (owner != 0 && owner != -1) continue;
+    if (__atomic_compare_exchange_n(&e->tid, &owner, tid, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED)) {
+      set(e);
+      return;
+    }
+  }
+}
+
+void altstack_forget(pid_t tid) {
+  if (Entry* e = find(tid)) {
+    __atomic_store_n(&e->hi, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&e->tid, -1, __ATOMIC_RELEASE);
+  }
+}
+
+bool altstack_prefault(pid_t tid, size_t bytes) {
+  Entry* e = find(tid);
+  if (!e) return false;
+  uintptr_t lo = __atomic_load_n(&e->lo, __ATOMIC_ACQUIRE);
+  uintptr_t hi = __atomic_load_n(&e->hi, __ATOMIC_ACQUIRE);
+  if (hi <= lo) return false;  // withdrawn or being rewritten
+  uintptr_t from = hi - lo > bytes ? hi - bytes : lo;
+  populate_pages(reinterpret_cast<void*>(from), reinterpret_cast<void*>(hi));
+  return true;
+}
+
+}  // namespace faultline::core
