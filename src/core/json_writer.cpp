@@ -33,14 +33,17 @@ bool FdSink::flush() {
   while (off < len_) {
     if (fd_ < 0) break;
     // Bounded: a pipe nobody reads (stderr of a dead log collector) must
-    // not hold the crash handler. Regular files are always ready.
-    struct pollfd p = {fd_, POLLOUT, 0};
-    int ready = poll(&p, 1, 1000);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) {
-      failed_ = true;
-      errno_ = ETIMEDOUT;
-      break;
+    // not hold the crash handler. Regular files are always ready: no poll,
+    // which would cost a system call per 16 KiB of report.
+    if (is_pipe_) {
+      struct pollfd p = {fd_, POLLOUT, 0};
+      int ready = poll(&p, 1, 1000);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        failed_ = true;
+        errno_ = ETIMEDOUT;
+        break;
+      }
     }
     // Ready means room for PIPE_BUF bytes in a pipe; regular files take it all.
     size_t chunk = len_ - off;
@@ -100,10 +103,27 @@ void JsonWriter::end_array() {
 
 void JsonWriter::key(const char* k) {
   before_value();
+  after_key_ = true;
+  // Keys are short printable ASCII literals: written in place, in one go.
+  constexpr size_t kShort = 48;
+  if (char* d = sink_->reserve(kShort + 3)) {
+    size_t n = 0;
+    d[0] = '"';
+    for (; n < kShort; ++n) {
+      unsigned char c = static_cast<unsigned char>(k[n]);
+      if (c == 0 || c < 0x20 || c >= 0x7f || c == '"' || c == '\\') break;
+      d[1 + n] = static_cast<char>(c);
+    }
+    if (k[n] == '\0') {
+      d[1 + n] = '"';
+      d[2 + n] = ':';
+      sink_->commit(n + 3);
+      return;
+    }
+  }
   sink_->put('"');
   escape_to(sink_, k, str_len(k));
   sink_->put("\":", 2);
-  after_key_ = true;
 }
 
 // Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid.
@@ -243,6 +263,13 @@ void JsonWriter::unum(uint64_t v) {
 
 void JsonWriter::hex(uint64_t v) {
   before_value();
+  if (char* d = sink_->reserve(20)) {  // '"' + "0x" + 16 digits + '"'
+    d[0] = '"';
+    size_t n = fmt_hex(d + 1, v);
+    d[1 + n] = '"';
+    sink_->commit(n + 2);
+    return;
+  }
   char tmp[24];
   sink_->put('"');
   sink_->put(tmp, fmt_hex(tmp, v));

@@ -24,11 +24,24 @@ class FdSink {
   void put(const char* s, size_t n) {
     total_ += n;
     if (n <= cap_ - len_) {  // the common case: it fits
-      __builtin_memcpy(buf_ + len_, s, n);
+      char* d = buf_ + len_;
+      if (n <= 16) {
+        // Most pieces are a few bytes: a loop beats a call to memcpy.
+        for (size_t i = 0; i < n; ++i) d[i] = s[i];
+      } else {
+        __builtin_memcpy(d, s, n);
+      }
       len_ += n;
       return;
     }
     put_slow(s, n);
+  }
+  // Room for n bytes written in place, then commit(n); nullptr when the
+  // buffer has less room (the caller then uses put()).
+  char* reserve(size_t n) { return n <= cap_ - len_ ? buf_ + len_ : nullptr; }
+  void commit(size_t n) {
+    len_ += n;
+    total_ += n;
   }
   void put(char c) { put(&c, 1); }
   bool flush();
