@@ -1,6 +1,7 @@
 #include "core/altstacks.h"
 
 #include "core/arena.h"
+#include "core/crash.h"
 
 namespace faultline::core {
 namespace {
@@ -67,10 +68,14 @@ void altstack_forget(pid_t tid) {
 }
 
 bool altstack_prefault(pid_t tid, size_t bytes) {
-  Entry* e = find(tid);
-  if (!e) return false;
-  uintptr_t lo = __atomic_load_n(&e->lo, __ATOMIC_ACQUIRE);
-  uintptr_t hi = __atomic_load_n(&e->hi, __ATOMIC_ACQUIRE);
+  uintptr_t lo = 0, hi = 0;
+  if (Entry* e = find(tid)) {
+    lo = __atomic_load_n(&e->lo, __ATOMIC_ACQUIRE);
+    hi = __atomic_load_n(&e->hi, __ATOMIC_ACQUIRE);
+  } else if (tid == g_crash.altstack_tid) {
+    lo = g_crash.altstack_lo;
+    hi = g_crash.altstack_hi;
+  }
   if (hi <= lo) return false;  // withdrawn or being rewritten
   uintptr_t from = hi - lo > bytes ? hi - bytes : lo;
   populate_pages(reinterpret_cast<void*>(from), reinterpret_cast<void*>(hi));

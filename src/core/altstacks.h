@@ -29,7 +29,9 @@ void altstack_register(pid_t tid, void* lo, size_t size);
 // Thread exit: tid's stack is going away.
 void altstack_forget(pid_t tid);
 // Crash time (async-signal-safe): faults in the top `bytes` of tid's
-// registered alternate stack. False when tid has none registered.
+// registered alternate stack, or for the thread that installed faultline
+// (usually the main thread), of the one install gave it
+// (g_crash.altstack_*). False when there is none.
 bool altstack_prefault(pid_t tid, size_t bytes);
 
 // The top of a signal stack the thread-dump handler and the unwinder use:

@@ -54,7 +54,11 @@ void* Arena::alloc(size_t n, size_t align) {
   char* p = static_cast<char*>(alloc_uninit(n, align));
   if (!p) return nullptr;
   size_t start = static_cast<size_t>(p - base_);
-  if (used_ > populated_) {  // see populated_
+  if (n > kPopulateAhead) {
+    // A big array (a report's worth of frames, a symbol batch) is mostly
+    // left untouched: only its head, and untouched pages cost nothing.
+    if (start + kPopulateHead > populated_) populate_pages(p, p + kPopulateHead);
+  } else if (used_ > populated_) {  // see populated_
     size_t from = start > populated_ ? start : populated_;
     size_t to = used_ + kPopulateAhead < size_ ? used_ + kPopulateAhead : size_;
     populate_pages(base_ + from, base_ + to);

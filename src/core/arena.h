@@ -19,6 +19,7 @@ constexpr size_t kDefaultArenaBytes = 16u << 20;
 void populate_pages(void* from, void* to);
 
 constexpr size_t kPopulateAhead = 128u << 10;
+constexpr size_t kPopulateHead = 16u << 10;
 
 class Arena {
  public:
@@ -61,8 +62,9 @@ class Arena {
   // A first touch of a page costs a page fault each (~10 us in a virtual
   // machine); MADV_POPULATE_WRITE gives a run of them in one system call
   // (~0.6 us a page). So alloc() populates ahead, kPopulateAhead at a
-  // time, what it hands out (zeroed memory is written at once anyway);
-  // alloc_uninit() leaves its untouched pages alone.
+  // time, what it hands out; of a bigger allocation only the first
+  // kPopulateHead bytes (big arrays are sized for the worst case and mostly
+  // left untouched); alloc_uninit() leaves its pages alone.
   size_t populated_;
   bool exhausted_;
 };

@@ -68,6 +68,11 @@ struct CrashState {
   Config config{};
   Arena arena{};
   Capture* capture{};  // in the arena
+  // The installing thread's alternate stack (install_altstack): here,
+  // beside fields install writes anyway, rather than in core/altstacks'
+  // table, whose page every process would otherwise touch at start-up.
+  pid_t altstack_tid{};
+  uintptr_t altstack_lo{}, altstack_hi{};
   struct sigaction previous[65]{};
   // previous[s] was installed after faultline (kept behind it by the
   // sigaction interposer), not found there at install.

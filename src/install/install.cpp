@@ -239,7 +239,12 @@ void install_altstack() {
   stack_t ss = {};
   ss.ss_sp = g_altstack;
   ss.ss_size = kAltStackBytes;
-  if (sigaltstack(&ss, nullptr) == 0) altstack_register(sys_gettid(), ss.ss_sp, ss.ss_size);
+  if (sigaltstack(&ss, nullptr) == 0) {
+    g_crash.altstack_hi = 0;  // never a mix of two ranges for a concurrent capture
+    g_crash.altstack_tid = sys_gettid();
+    g_crash.altstack_lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
+    g_crash.altstack_hi = g_crash.altstack_lo + ss.ss_size;
+  }
 }
 
 void read_cmdline(Config* cfg) {
