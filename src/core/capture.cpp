@@ -145,10 +145,18 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
   unwind_cfi_set_modules(CfiModules{nullptr, 0});
   run_phase(Phase::kModules, c, [&] {
     CfiModules cfi = {nullptr, 0};
-    c->modules_from_snapshot = module_snapshot_use(&c->modules, &cfi, arena);
+    uintptr_t tail = 0;
+    c->modules_from_snapshot = module_snapshot_use(&c->modules, &cfi, arena, &tail);
     if (!c->modules_from_snapshot) {
       collect_modules(&c->modules, arena, &c->errors);
       cfi_modules_from_table(c->modules, &cfi, arena);
+    } else if (tail) {
+      // The snapshot, then what the last dlopen added (a Python job's last
+      // import): only those are read now.
+      c->modules_tail_walked = true;
+      int from = c->modules.count;
+      collect_modules(&c->modules, arena, &c->errors, /*reuse_snapshot=*/false, tail);
+      cfi_modules_append(c->modules, from, &cfi, arena);
     }
     unwind_cfi_set_modules(cfi);
   });

@@ -65,6 +65,7 @@ struct Capture {
   // The module table came from the snapshot made outside the handler (it
   // was current), not from a walk of the link map at crash time.
   bool modules_from_snapshot;
+  bool modules_tail_walked;  // and the modules loaded since read from the link map
   // The minidump beside the report (minidump_file.h): its file name in the
   // report directory ("" when none was written) and size.
   char minidump_file[160];

@@ -62,15 +62,29 @@ bool head_matches(const LinkHead& h, const snapshot::Entry& e, uintptr_t next) {
   return h.l_addr == e.l_addr && h.l_name == e.l_name && h.l_ld == e.l_ld && h.l_next == next;
 }
 
-// True when the link map holds exactly the snapshot's nodes, in order. All
-// nodes are read with one process_vm_readv where the SafeReader uses it,
-// else node by node.
-bool snapshot_is_current(const Buffer& b, Arena* arena) {
+// True when the link map starts with exactly the snapshot's nodes, in
+// order. *tail: the first node after them (modules loaded since the
+// snapshot: the last dlopen's, as the snapshot is refreshed before each),
+// 0 when there are none. All nodes are read with one process_vm_readv where
+// the SafeReader uses it, else node by node.
+bool snapshot_is_current(const Buffer& b, Arena* arena, uintptr_t* tail) {
+  *tail = 0;
   uintptr_t first = 0;
   if (!safe_read_obj(&first, reinterpret_cast<uintptr_t>(&_r_debug) + offsetof(r_debug, r_map)))
     return false;
   if (!b.complete || b.count == 0 || first != b.r_map) return false;
   auto next_of = [&](int i) { return i + 1 < b.count ? b.entries[i + 1].node : 0; };
+  // The last node may have gained a successor: the snapshot is then a
+  // prefix of the link map.
+  auto matches = [&](const LinkHead& h, int i) {
+    if (head_matches(h, b.entries[i], next_of(i))) return true;
+    if (i != b.count - 1 || h.l_next == 0) return false;
+    LinkHead same = h;
+    same.l_next = 0;
+    if (!head_matches(same, b.entries[i], 0)) return false;
+    *tail = h.l_next;
+    return true;
+  };
   if (safe_read_method() == SafeReadMethod::kVmReadv) {
     constexpr int kBatch = 512;  // under IOV_MAX
     LinkHead* heads = arena->alloc_array<LinkHead>(kBatch);
@@ -87,7 +101,7 @@ bool snapshot_is_current(const Buffer& b, Arena* arena) {
         long got = syscall(SYS_process_vm_readv, pid, local, n, remote, n, 0);
         if (got != static_cast<long>(n * sizeof(LinkHead))) return false;
         for (int i = 0; i < n; ++i) {
-          if (!head_matches(heads[i], b.entries[start + i], next_of(start + i))) return false;
+          if (!matches(heads[i], start + i)) return false;
         }
       }
       return true;
@@ -95,8 +109,7 @@ bool snapshot_is_current(const Buffer& b, Arena* arena) {
   }
   for (int i = 0; i < b.count; ++i) {
     LinkHead h;
-    if (!safe_read_obj(&h, b.entries[i].node) || !head_matches(h, b.entries[i], next_of(i)))
-      return false;
+    if (!safe_read_obj(&h, b.entries[i].node) || !matches(h, i)) return false;
   }
   return true;
 }
@@ -107,14 +120,17 @@ void copy_bytes(void* dst, const void* src, size_t n) {
 
 }  // namespace
 
-bool module_snapshot_use(ModuleTable* table, CfiModules* cfi, Arena* arena) {
+bool module_snapshot_use(ModuleTable* table, CfiModules* cfi, Arena* arena, uintptr_t* tail) {
   int slot = snapshot::begin_read();
   if (slot < 0) return false;
   int idx = __atomic_load_n(&snapshot::g_published, __ATOMIC_SEQ_CST);
   bool ok = false;
   if (idx == 0 || idx == 1) {
     const Buffer& b = snapshot::g_buffers[idx];
-    if (b.count <= table->capacity && snapshot_is_current(b, arena)) {
+    uintptr_t after = 0;
+    if (b.count <= table->capacity && snapshot_is_current(b, arena, &after) &&
+        (after == 0 || tail)) {
+      if (tail) *tail = after;
       CfiModule* sorted = arena->alloc_array<CfiModule>(static_cast<size_t>(b.ncfi));
       if (sorted || b.ncfi == 0) {
         int n = 0;
@@ -195,6 +211,29 @@ void module_snapshot_end_reads() {
     __atomic_compare_exchange_n(&snapshot::g_readers[i], &expected, 0, false, __ATOMIC_SEQ_CST,
                                 __ATOMIC_SEQ_CST);
   }
+}
+
+bool cfi_modules_append(const ModuleTable& table, int from, CfiModules* cfi, Arena* arena) {
+  int extra = table.count - from;
+  if (extra <= 0) return true;
+  CfiModule* out = arena->alloc_array<CfiModule>(static_cast<size_t>(cfi->count + extra));
+  if (!out) return false;
+  int n = cfi->count;
+  if (n) copy_bytes(out, cfi->items, sizeof(CfiModule) * static_cast<size_t>(n));
+  for (int i = from; i < table.count; ++i) {
+    const Module& m = table.items[i];
+    if (m.end <= m.base) continue;
+    int j = n++;
+    while (j > 0 && out[j - 1].lo > m.base) {
+      out[j] = out[j - 1];
+      --j;
+    }
+    out[j] = {m.base,          m.end,       m.eh_frame_hdr, m.cfi_index,
+              m.cfi_index_len, m.cfi_count, m.cfi_table};
+  }
+  cfi->items = out;
+  cfi->count = n;
+  return true;
 }
 
 bool cfi_modules_from_table(const ModuleTable& table, CfiModules* cfi, Arena* arena) {

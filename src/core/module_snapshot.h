@@ -41,8 +41,16 @@ void module_snapshot_after_fork();
 // Crash time (async-signal-safe). When the snapshot is current, fills
 // `table` (capacity preset; paths copied into the arena) and `cfi` (sorted,
 // in the arena) and returns true. Otherwise returns false and leaves both
-// for the crash-time walk.
-bool module_snapshot_use(ModuleTable* table, CfiModules* cfi, Arena* arena);
+// for the crash-time walk. With `tail`, a snapshot that is a prefix of the
+// link map (modules were loaded since: the last dlopen's) is used too, and
+// *tail is the first link-map node after it (0: none), for the caller to
+// read the rest (collect_modules from there, then cfi_modules_append).
+bool module_snapshot_use(ModuleTable* table, CfiModules* cfi, Arena* arena,
+                         uintptr_t* tail = nullptr);
+
+// Crash time: adds the modules table.items[from..count) to the unwinder's
+// sorted list (a new array in the arena; cfi's sparse indexes kept).
+bool cfi_modules_append(const ModuleTable& table, int from, CfiModules* cfi, Arena* arena);
 
 // Crash time: the unwinder's module list from a table read at crash time
 // (reads each module's program headers for PT_GNU_EH_FRAME through the

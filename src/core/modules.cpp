@@ -197,20 +197,25 @@ void read_pending(ModuleTable* table, Pending* p, int n, Arena* arena) {
 
 }  // namespace
 
-bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors, bool reuse_snapshot) {
-  table->count = 0;
-  table->truncated = false;
-  struct r_debug dbg;
-  if (!safe_read_obj(&dbg, reinterpret_cast<uintptr_t>(&_r_debug))) {
-    errors->add("modules: _r_debug is not readable");
-    return false;
+bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors, bool reuse_snapshot,
+                     uintptr_t from_node) {
+  int first_new = from_node ? table->count : 0;
+  uintptr_t lm_addr = from_node;
+  if (!from_node) {
+    table->count = 0;
+    table->truncated = false;
+    struct r_debug dbg;
+    if (!safe_read_obj(&dbg, reinterpret_cast<uintptr_t>(&_r_debug))) {
+      errors->add("modules: _r_debug is not readable");
+      return false;
+    }
+    lm_addr = reinterpret_cast<uintptr_t>(dbg.r_map);
   }
   // Batched reads for up to 512 modules (under 1 MiB of arena); any more
   // are read one by one.
   int max_pending = table->capacity < 512 ? table->capacity : 512;
   Pending* pending = arena->alloc_array<Pending>(static_cast<size_t>(max_pending));
   int npending = 0;
-  uintptr_t lm_addr = reinterpret_cast<uintptr_t>(dbg.r_map);
   // The link map is a list the loader may be editing (dlopen on another
   // thread): bound the walk and stop at a cycle-length guard.
   for (int guard = 0; lm_addr && guard < 4096; ++guard) {
@@ -272,8 +277,8 @@ bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors, bo
     }
   }
   // Keep only modules with a mapped range, in link-map order.
-  int kept = 0;
-  for (int i = 0; i < table->count; ++i) {
+  int kept = first_new;
+  for (int i = first_new; i < table->count; ++i) {
     if (table->items[i].end > table->items[i].base) table->items[kept++] = table->items[i];
   }
   table->count = kept;

@@ -19,8 +19,10 @@ struct ModuleTable {
 // Fills `table` (capacity preset) from the link map. Returns false if the
 // link map could not be read at all. Modules the snapshot already knows
 // (module_snapshot.h) are copied from it unless `reuse_snapshot` is false.
+// With `from_node`, appends the modules of the link map from that node on
+// to those already in `table`.
 bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors,
-                     bool reuse_snapshot = true);
+                     bool reuse_snapshot = true, uintptr_t from_node = 0);
 
 // Index of the module containing pc, or -1.
 int find_module(const ModuleTable& table, uintptr_t pc);

@@ -266,7 +266,9 @@ void write_faultline(JsonWriter& w, const Capture& c) {
     w.unum(c.minidump_bytes);
   }
   w.field_str("safe_read", safe_read_method_name());
-  w.field_str("modules_from", c.modules_from_snapshot ? "snapshot" : "link map");
+  w.field_str("modules_from", !c.modules_from_snapshot ? "link map"
+                              : c.modules_tail_walked  ? "snapshot+link map"
+                                                       : "snapshot");
   w.key("arena_bytes_used");
   w.unum(g_crash.arena.used());
   w.key("errors");
