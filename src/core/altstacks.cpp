@@ -37,8 +37,8 @@ Entry* find(pid_t tid) {
 void altstack_register(pid_t tid, void* lo, size_t size) {
   if (tid <= 0 || !lo || size == 0) return;
   uintptr_t l = reinterpret_cast<uintptr_t>(lo);
-  // Mark the slot mid-update (lo > hi) while it is rewritten, so a
-  // concurrent crash never populates half of one range and half of another.
+  // hi = 0 while the slot is rewritten: a concurrent reader sees its two
+  // reads of hi differ, or hi <= lo, and skips it (altstack_prefault).
   auto set = [&](Entry* e) {
     __atomic_store_n(&e->hi, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&e->lo, l, __ATOMIC_RELEASE);
@@ -60,23 +60,28 @@ void altstack_register(pid_t tid, void* lo, size_t size) {
   }
 }
 
-void altstack_forget(pid_t tid) {
-  if (Entry* e = find(tid)) {
+void altstack_forget(pid_t tid, void* lo) {
+  Entry* e = find(tid);
+  if (e && __atomic_load_n(&e->lo, __ATOMIC_ACQUIRE) == reinterpret_cast<uintptr_t>(lo)) {
     __atomic_store_n(&e->hi, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&e->tid, -1, __ATOMIC_RELEASE);
   }
 }
 
 bool altstack_prefault(pid_t tid, size_t bytes) {
-  uintptr_t lo = 0, hi = 0;
+  // hi, lo, hi: a rewrite (hi = 0, lo, hi) between the reads shows as two
+  // different his, so lo and hi always come from one range.
+  uintptr_t lo = 0, hi = 0, hi_again = 1;
   if (Entry* e = find(tid)) {
-    lo = __atomic_load_n(&e->lo, __ATOMIC_ACQUIRE);
     hi = __atomic_load_n(&e->hi, __ATOMIC_ACQUIRE);
-  } else if (tid == g_crash.altstack_tid) {
-    lo = g_crash.altstack_lo;
-    hi = g_crash.altstack_hi;
+    lo = __atomic_load_n(&e->lo, __ATOMIC_ACQUIRE);
+    hi_again = __atomic_load_n(&e->hi, __ATOMIC_ACQUIRE);
+  } else if (tid == __atomic_load_n(&g_crash.altstack_tid, __ATOMIC_ACQUIRE)) {
+    hi = __atomic_load_n(&g_crash.altstack_hi, __ATOMIC_ACQUIRE);
+    lo = __atomic_load_n(&g_crash.altstack_lo, __ATOMIC_ACQUIRE);
+    hi_again = __atomic_load_n(&g_crash.altstack_hi, __ATOMIC_ACQUIRE);
   }
-  if (hi <= lo) return false;  // withdrawn or being rewritten
+  if (hi != hi_again || hi <= lo) return false;  // withdrawn or being rewritten
   uintptr_t from = hi - lo > bytes ? hi - bytes : lo;
   populate_pages(reinterpret_cast<void*>(from), reinterpret_cast<void*>(hi));
   return true;

@@ -12,10 +12,9 @@
 //
 // A fixed table keyed by thread id: registered at thread start (install
 // time), withdrawn when the thread ends, read at crash time without locks.
-// A stale entry (a thread that ended without its destructor, a fork
-// child's copy) costs at most a populate of memory that is not a signal
-// stack any more: harmless, and the kernel refuses what is not mapped
-// writable.
+// Only stacks faultline mapped are registered, and an entry is withdrawn
+// before its mapping is unmapped, so a populate never reaches memory the
+// program mapped there since.
 #pragma once
 
 #include <stddef.h>
@@ -24,10 +23,12 @@
 
 namespace faultline::core {
 
-// Install time: thread tid's alternate stack is [lo, lo + size).
+// Install time: thread tid's alternate stack, one faultline mapped (only
+// those: their unmapping is known), is [lo, lo + size).
 void altstack_register(pid_t tid, void* lo, size_t size);
-// Thread exit: tid's stack is going away.
-void altstack_forget(pid_t tid);
+// Its mapping at lo is going away (thread exit): withdraws tid's entry if
+// it is that range.
+void altstack_forget(pid_t tid, void* lo);
 // Crash time (async-signal-safe): faults in the top `bytes` of tid's
 // registered alternate stack, or for the thread that installed faultline
 // (usually the main thread), of the one install gave it

@@ -1,8 +1,14 @@
 #include "core/arena.h"
 
+#include <errno.h>
 #include <sys/mman.h>
 
 #include "core/str.h"
+
+// Linux 5.14; older C library headers lack it.
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 namespace faultline::core {
 
@@ -23,13 +29,22 @@ bool Arena::init(size_t bytes) {
   return true;
 }
 
+namespace {
+// Set once a kernel without MADV_POPULATE_WRITE (before 5.14) said EINVAL:
+// no more system calls in vain.
+int g_populate_unsupported = 0;
+}  // namespace
+
 void populate_pages(void* from, void* to) {
+  if (__atomic_load_n(&g_populate_unsupported, __ATOMIC_RELAXED)) return;
   constexpr uintptr_t kPage = 4096;
   uintptr_t lo = reinterpret_cast<uintptr_t>(from) & ~(kPage - 1);
   uintptr_t hi = (reinterpret_cast<uintptr_t>(to) + kPage - 1) & ~(kPage - 1);
-  // MADV_POPULATE_WRITE (Linux 5.14): older kernels say EINVAL, and the
-  // pages are then faulted in one by one as before.
-  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE);
+  // Without it the pages are faulted in one by one on first touch, as before.
+  if (hi > lo && madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE) != 0 &&
+      errno == EINVAL) {
+    __atomic_store_n(&g_populate_unsupported, 1, __ATOMIC_RELAXED);
+  }
 }
 
 void Arena::release() {
@@ -54,9 +69,8 @@ void* Arena::alloc(size_t n, size_t align) {
   char* p = static_cast<char*>(alloc_uninit(n, align));
   if (!p) return nullptr;
   size_t start = static_cast<size_t>(p - base_);
-  if (n > kPopulateAhead) {
-    // A big array (a report's worth of frames, a symbol batch) is mostly
-    // left untouched: only its head, and untouched pages cost nothing.
+  if (n > kPopulateSmall) {
+    // Only its head (see populated_); populated_ does not move past it.
     if (start + kPopulateHead > populated_) populate_pages(p, p + kPopulateHead);
   } else if (used_ > populated_) {  // see populated_
     size_t from = start > populated_ ? start : populated_;

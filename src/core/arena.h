@@ -18,8 +18,11 @@ constexpr size_t kDefaultArenaBytes = 16u << 20;
 // (before 5.14): the pages are then faulted in one by one as before.
 void populate_pages(void* from, void* to);
 
-constexpr size_t kPopulateAhead = 128u << 10;
-constexpr size_t kPopulateHead = 16u << 10;
+// Allocations up to kPopulateSmall bytes are populated kPopulateAhead at a
+// time; of a bigger one only its first kPopulateHead bytes.
+constexpr size_t kPopulateSmall = 4u << 10;
+constexpr size_t kPopulateAhead = 32u << 10;
+constexpr size_t kPopulateHead = 4u << 10;
 
 class Arena {
  public:
@@ -61,10 +64,12 @@ class Arena {
   // alloc() has asked the kernel for the pages up to here in this capture.
   // A first touch of a page costs a page fault each (~10 us in a virtual
   // machine); MADV_POPULATE_WRITE gives a run of them in one system call
-  // (~0.6 us a page). So alloc() populates ahead, kPopulateAhead at a
-  // time, what it hands out; of a bigger allocation only the first
-  // kPopulateHead bytes (big arrays are sized for the worst case and mostly
-  // left untouched); alloc_uninit() leaves its pages alone.
+  // (~0.6 us a page). So alloc() populates small allocations ahead,
+  // kPopulateAhead at a time, and of a bigger one only its head: big arrays
+  // (a thread's frames, the module table) are sized for the worst case and
+  // mostly left untouched, and what is populated stays resident in a
+  // process that goes on after a live dump. alloc_uninit() populates
+  // nothing.
   size_t populated_;
   bool exhausted_;
 };

@@ -254,16 +254,16 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
   // the names.
   size_t each = sizeof(Best) + sizeof(uint64_t) + sizeof(NativeFrame*);
   char* block = static_cast<char*>(arena->alloc(each * static_cast<size_t>(nkeys), alignof(Best)));
-  Best* best = reinterpret_cast<Best*>(block);
-  uint64_t* addrs = reinterpret_cast<uint64_t*>(block + sizeof(Best) * static_cast<size_t>(nkeys));
-  NativeFrame** first = reinterpret_cast<NativeFrame**>(block + (sizeof(Best) + sizeof(uint64_t)) *
-                                                                    static_cast<size_t>(nkeys));
-  int step = nkeys;
-  if (!block) {
-    addrs = batch_addrs;
-    best = batch_best;
-    first = batch_frames;
-    step = kBatch;
+  Best* best = batch_best;
+  uint64_t* addrs = batch_addrs;
+  NativeFrame** first = batch_frames;
+  int step = kBatch;
+  if (block) {
+    size_t k = static_cast<size_t>(nkeys);
+    best = reinterpret_cast<Best*>(block);
+    addrs = reinterpret_cast<uint64_t*>(block + sizeof(Best) * k);
+    first = reinterpret_cast<NativeFrame**>(block + (sizeof(Best) + sizeof(uint64_t)) * k);
+    step = nkeys;
   }
   int next_frame = 0;  // the first frame not yet named
   while (next_frame < n) {

@@ -51,7 +51,9 @@ bool read_pipe(void* dst, uintptr_t addr, size_t n) {
     ssize_t w = write(g_pipe[1], reinterpret_cast<const void*>(addr), chunk);
     if (w != static_cast<ssize_t>(chunk)) {
       if (w > 0) {  // drain what went in so the pipe stays empty
-        char sink[kPipeChunk];
+        // Static, not on the stack: a thread on a small signal stack reads
+        // through here (the pipe is ours alone while g_pipe_busy is held).
+        static char sink[kPipeChunk];
         (void)!read(g_pipe[0], sink, static_cast<size_t>(w));
       }
       ok = false;

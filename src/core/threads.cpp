@@ -166,8 +166,8 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     if (r.tid != self || !move(r.state, RequestState::kRequested, RequestState::kClaimed)) {
       continue;
     }
-    ThreadState* ts = thread_state(self);
-    const ucontext_t* secondary = ts ? ts->secondary_uc : nullptr;
+    ThreadState* found = thread_state_find(self);  // never claims: a parked thread needs none
+    const ucontext_t* secondary = found ? found->secondary_uc : nullptr;
     const ucontext_t* uc = secondary ? secondary : static_cast<ucontext_t*>(ucv);
     // Our own name, without three /proc system calls in the owner.
     prctl(PR_GET_NAME, r.slot->name, 0, 0, 0);
@@ -177,7 +177,8 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
       // Unwind ourselves, here: another thread may hold the loader's lock
       // that libunwind takes, and it can only let go if it is not parked.
       g_inflight.fetch_add(1, std::memory_order_acq_rel);
-      unwind_into(uc, r, ts);
+      // Its recovery point: this thread's entry, claimed if it has none.
+      unwind_into(uc, r, found ? found : thread_state(self));
       g_inflight.fetch_sub(1, std::memory_order_acq_rel);
       move(r.state, RequestState::kClaimed, RequestState::kDone);
       answer();

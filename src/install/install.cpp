@@ -93,10 +93,17 @@ void atfork_child() {
   threads_reset_after_fork();
   safe_read_reset_after_fork();
   thread_state_reset_after_fork();
-  // The forking thread's signal stack, under its new id.
-  stack_t ss;
-  if (sigaltstack(nullptr, &ss) == 0 && !(ss.ss_flags & SS_DISABLE))
-    altstack_register(sys_gettid(), ss.ss_sp, ss.ss_size);
+  // The forking thread's signal stack, under its new id: one of faultline's
+  // per-thread stacks, or the one install gave the installing thread.
+  register_altstack_after_fork();
+  if (sys_gettid() != g_crash.altstack_tid) {
+    stack_t ss;
+    if (sigaltstack(nullptr, &ss) == 0 && !(ss.ss_flags & SS_DISABLE) &&
+        reinterpret_cast<uintptr_t>(ss.ss_sp) ==
+            __atomic_load_n(&g_crash.altstack_lo, __ATOMIC_ACQUIRE)) {
+      __atomic_store_n(&g_crash.altstack_tid, sys_gettid(), __ATOMIC_RELEASE);
+    }
+  }
   thread_annotations_after_fork();
   module_snapshot_after_fork();
 }
@@ -240,10 +247,13 @@ void install_altstack() {
   ss.ss_sp = g_altstack;
   ss.ss_size = kAltStackBytes;
   if (sigaltstack(&ss, nullptr) == 0) {
-    g_crash.altstack_hi = 0;  // never a mix of two ranges for a concurrent capture
-    g_crash.altstack_tid = sys_gettid();
-    g_crash.altstack_lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
-    g_crash.altstack_hi = g_crash.altstack_lo + ss.ss_size;
+    // hi = 0 first: a concurrent capture never mixes two ranges (see
+    // altstack_prefault).
+    uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
+    __atomic_store_n(&g_crash.altstack_hi, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_crash.altstack_tid, sys_gettid(), __ATOMIC_RELEASE);
+    __atomic_store_n(&g_crash.altstack_lo, lo, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_crash.altstack_hi, lo + ss.ss_size, __ATOMIC_RELEASE);
   }
 }
 

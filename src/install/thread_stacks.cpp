@@ -43,11 +43,12 @@ struct OwnStack {
 
 void free_stack(void* p) {
   OwnStack* s = static_cast<OwnStack*>(p);
+  // Withdrawn whatever the thread's signal stack is now: the mapping goes.
+  altstack_forget(sys_gettid(), static_cast<char*>(s->map) + getpagesize());
   stack_t current;
   // Only disable it if it is still ours (the program may have set another).
   if (sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_ONSTACK) &&
       current.ss_sp == static_cast<char*>(s->map) + getpagesize()) {
-    altstack_forget(sys_gettid());
     stack_t off = {};
     off.ss_flags = SS_DISABLE;
     sigaltstack(&off, nullptr);
@@ -78,8 +79,7 @@ void ensure_thread_altstack() {
   stack_t current;
   if (sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_DISABLE) &&
       current.ss_size >= kThreadAltStack) {
-    altstack_register(sys_gettid(), current.ss_sp, current.ss_size);
-    return;
+    return;  // the program's own: not registered (its unmapping is not seen)
   }
   size_t page = static_cast<size_t>(getpagesize());
   size_t len = kThreadAltStack + page;
@@ -98,11 +98,23 @@ void ensure_thread_altstack() {
   }
   own->map = map;
   own->len = len;
-  altstack_register(sys_gettid(), ss.ss_sp, ss.ss_size);
   if (!g_key_made || pthread_setspecific(g_key, own) != 0) {
     // No destructor to free it: keep it for the thread's life (leaks the
-    // mapping only if the thread ends).
+    // mapping only if the thread ends). Not registered: nothing would
+    // withdraw the entry when the thread ends.
     free(own);
+    return;
+  }
+  altstack_register(sys_gettid(), ss.ss_sp, ss.ss_size);
+}
+
+void register_altstack_after_fork() {
+  if (!g_key_made) return;
+  // The forking thread's own signal stack, under its new id.
+  OwnStack* own = static_cast<OwnStack*>(pthread_getspecific(g_key));
+  if (own) {
+    altstack_register(sys_gettid(), static_cast<char*>(own->map) + getpagesize(),
+                      own->len - static_cast<size_t>(getpagesize()));
   }
 }
 

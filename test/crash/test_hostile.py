@@ -428,3 +428,40 @@ def test_kill_abrt_during_a_live_dump_still_kills():
     crash = [rep for rep in r.reports if rep["kind"] == "crash"][0]
     fltest.validate(crash)
     assert crash["signal"]["name"] == "SIGABRT" and crash["signal"]["code_name"] == "SI_USER"
+
+
+SIGSTACK = fltest.program("sigstack")
+
+
+@pytest.mark.parametrize("reader", ["process_vm_readv", "pipe"])
+def test_a_thread_on_a_small_signal_stack_stays_inside_it(reader):
+    # A thread asked for its stack unwinds itself where its signal stack has
+    # room for the unwinder (kCfiStackBytes), else parks for the owner. Over
+    # sizes around that threshold, on a painted stack with a guard page
+    # below: the thread always answers, and leaves at least 1 KiB unused.
+    for size in range(12 << 10, 33 << 10, 1 << 10):
+        args = [SIGSTACK, str(size)] + (["pipe"] if reader == "pipe" else [])
+        r = fltest.run(args, env={"FAULTLINE_DUMP": "1"})
+        assert r.returncode == 0, (size, r.stderr)
+        used = int(r.stdout.split()[1])
+        assert used + 1024 <= size, (size, used)
+        rep = fltest.validate(r.report)
+        [main] = [t for t in rep["threads"] if t["tid"] == rep["process"]["pid"]]
+        assert main["captured"] and "wait_deep" in fltest.native_symbols(main), (size, main)
+        if reader == "pipe":
+            assert rep["faultline"]["safe_read"] == "pipe"
+
+
+def test_a_live_dump_never_touches_what_was_mapped_over_an_exited_threads_stack(tmp_path):
+    # A thread exited after replacing the signal stack faultline gave it; a
+    # file is mapped where faultline's stack was, and another thread (not
+    # started by faultline) has the exited one's id. The dump's populate of
+    # signal stacks must not reach the file (no block allocated).
+    data = tmp_path / "sparse.dat"
+    r = fltest.run([fltest.program("stalestack"), str(data)], env={"FAULTLINE_DUMP": "1"})
+    assert r.returncode == 0, r.stderr
+    if r.stdout.strip() == "no-reuse":
+        pytest.skip("could not reuse a thread id (needs root for ns_last_pid)")
+    _, before, after = r.stdout.split()
+    assert before == after == "0", r.stdout
+    assert len(r.reports) == 1 and r.reports[0]["kind"] == "dump"

@@ -7,6 +7,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
 using faultline::core::Arena;
 
 namespace {
@@ -33,7 +37,8 @@ TEST_CASE("arena: memory is zero after a reset, and untouched until used") {
   // Handing it out touched nothing past its head (populated ahead of use:
   // one system call instead of a page fault per page).
   CHECK(resident_pages(big, 1u << 20) <= faultline::core::kPopulateHead / 4096);
-  CHECK(resident_pages(big + (64u << 10), (1u << 20) - (64u << 10)) == 0);
+  CHECK(resident_pages(big + faultline::core::kPopulateHead,
+                       (1u << 20) - faultline::core::kPopulateHead) == 0);
   // Where the kernel populates (Linux 5.14+), the head is resident already.
   void* probe = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   REQUIRE(probe != MAP_FAILED);
