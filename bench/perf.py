@@ -151,7 +151,7 @@ def python_job(build, runs, results, torch):
         name = "torch" if torch else "python"
         results[f"py_{name}_{unwinder}"] = med(caps)
         results[f"py_{name}_{unwinder}_phases"] = {k: med(v) for k, v in ph.items()}
-        snap = sum(1 for x in sources if x == "snapshot")
+        snap = sum(1 for x in sources if x.startswith("snapshot"))
         print(f"  two-thread Python job{' (import torch)' if torch else ''}, {unwinder:>9}: "
               f"{med(caps):6.2f} ms   modules from the snapshot in {snap}/{len(sources)}   "
               "phases (ms): " + "  ".join(f"{k} {med(v):.2f}" for k, v in ph.items()))
