@@ -58,6 +58,13 @@ void write_stderr_summary(const Capture& c, const Config&) {
     raw_log("faultline: fatal signal: ", desc, "\n\n");
   }
   write_escaped_line(c.summary, str_nlen(c.summary, sizeof c.summary));
+  if (c.reraised.present) {
+    // As `faultline show` says it: the fault above, which a handler (the
+    // program's, or faulthandler's) raised again as this signal.
+    const SignalInfo* rs = find_signal(c.reraised.signo);
+    raw_log("(re-raised by a handler as ", rs ? rs->name : "another signal",
+            "; the original fault is shown)\n");
+  }
   const ThreadCapture* t = crashed_thread(c);
   if (!t) return;
   raw_log("Current thread ");

@@ -96,10 +96,12 @@ def test_python_faulthandler_reraise_reports_the_original_fault(python, unwinder
     base = fltest.run([python, str(job)], env={"WITH_FAULTHANDLER": "0", "FAULTLINE_UNWINDER": unwinder})
     assert fltest.crashed_thread(r.report)["unwinder"].startswith(unwinder)
     assert r.returncode == base.returncode == -signal.SIGSEGV, r.stderr
+    assert "re-raised" not in base.stderr
     rep, base = fltest.validate(r.report), fltest.validate(base.report)
     assert rep["signal"]["fault_address"] == "0x10" and rep["signal"]["code_name"] == "SEGV_MAPERR"
     same_fault(rep, base)
     rr = reraised_by_self(rep, "SIGSEGV")
+    assert "(re-raised by a handler as SIGSEGV; the original fault is shown)" in r.stderr
     # faulthandler's handler is no SA_SIGINFO one: the kernel's frame has no
     # siginfo, the fault comes from the context's trap number and cr2.
     assert rr["original_from"] == "context"
