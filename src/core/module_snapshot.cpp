@@ -223,6 +223,7 @@ bool cfi_modules_append(const ModuleTable& table, int from, CfiModules* cfi, Are
   for (int i = from; i < table.count; ++i) {
     const Module& m = table.items[i];
     if (m.end <= m.base) continue;
+    // Insertion sort by start address: a few hundred modules at most.
     int j = n++;
     while (j > 0 && out[j - 1].lo > m.base) {
       out[j] = out[j - 1];
@@ -237,25 +238,9 @@ bool cfi_modules_append(const ModuleTable& table, int from, CfiModules* cfi, Are
 }
 
 bool cfi_modules_from_table(const ModuleTable& table, CfiModules* cfi, Arena* arena) {
-  CfiModule* out = arena->alloc_array<CfiModule>(static_cast<size_t>(table.count));
-  cfi->items = out;
+  cfi->items = nullptr;
   cfi->count = 0;
-  if (!out) return false;
-  int n = 0;
-  for (int i = 0; i < table.count; ++i) {
-    const Module& m = table.items[i];
-    if (m.end <= m.base) continue;
-    // Insertion sort by start address: a few hundred modules at most.
-    int j = n++;
-    while (j > 0 && out[j - 1].lo > m.base) {
-      out[j] = out[j - 1];
-      --j;
-    }
-    out[j] = {m.base,          m.end,       m.eh_frame_hdr, m.cfi_index,
-              m.cfi_index_len, m.cfi_count, m.cfi_table};
-  }
-  cfi->count = n;
-  return true;
+  return cfi_modules_append(table, 0, cfi, arena);
 }
 
 int module_snapshot_count() {
