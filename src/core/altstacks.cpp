@@ -68,6 +68,16 @@ void altstack_forget(pid_t tid, void* lo) {
   }
 }
 
+void altstack_forget_range(void* lo) {
+  uintptr_t l = reinterpret_cast<uintptr_t>(lo);
+  for (Entry& e : g_entries) {
+    pid_t owner = __atomic_load_n(&e.tid, __ATOMIC_ACQUIRE);
+    if (owner <= 0 || __atomic_load_n(&e.lo, __ATOMIC_ACQUIRE) != l) continue;
+    __atomic_store_n(&e.hi, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&e.tid, -1, __ATOMIC_RELEASE);
+  }
+}
+
 bool altstack_prefault(pid_t tid, size_t bytes) {
   // hi, lo, hi: a rewrite (hi = 0, lo, hi) between the reads shows as two
   // different his, so lo and hi always come from one range.

@@ -29,6 +29,9 @@ void altstack_register(pid_t tid, void* lo, size_t size);
 // Its mapping at lo is going away (thread exit): withdraws tid's entry if
 // it is that range.
 void altstack_forget(pid_t tid, void* lo);
+// In a fork child: withdraws every entry of the range at lo (the forking
+// thread's, under its parent-side id) before it is registered anew.
+void altstack_forget_range(void* lo);
 // Crash time (async-signal-safe): faults in the top `bytes` of tid's
 // registered alternate stack, or for the thread that installed faultline
 // (usually the main thread), of the one install gave it

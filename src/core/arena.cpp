@@ -12,6 +12,12 @@
 
 namespace faultline::core {
 
+namespace {
+// Set when the kernel has no MADV_POPULATE_WRITE (before 5.14): no system
+// calls in vain at crash time.
+int g_populate_unsupported = 0;
+}  // namespace
+
 bool Arena::init(size_t bytes) {
   if (base_ && size_ >= bytes) return true;
   release();
@@ -21,6 +27,13 @@ bool Arena::init(size_t bytes) {
   // Not in core files: untouched it is zeros, touched it is a copy of what
   // the report holds, and 16 MB more per core slows piped core handlers.
   madvise(p, bytes, MADV_DONTDUMP);
+  // No transparent huge pages: populating a 4 KiB head would make 2 MiB
+  // resident where THP is "always".
+  madvise(p, bytes, MADV_NOHUGEPAGE);
+  // Whether the kernel populates at all (Linux 5.14+), asked once here on
+  // our own writable page; EINVAL at crash time can mean other things.
+  if (madvise(p, 4096, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+    __atomic_store_n(&g_populate_unsupported, 1, __ATOMIC_RELAXED);
   base_ = static_cast<char*>(p);
   size_ = bytes;
   used_ = 0;
@@ -29,22 +42,13 @@ bool Arena::init(size_t bytes) {
   return true;
 }
 
-namespace {
-// Set once a kernel without MADV_POPULATE_WRITE (before 5.14) said EINVAL:
-// no more system calls in vain.
-int g_populate_unsupported = 0;
-}  // namespace
-
 void populate_pages(void* from, void* to) {
   if (__atomic_load_n(&g_populate_unsupported, __ATOMIC_RELAXED)) return;
   constexpr uintptr_t kPage = 4096;
   uintptr_t lo = reinterpret_cast<uintptr_t>(from) & ~(kPage - 1);
   uintptr_t hi = (reinterpret_cast<uintptr_t>(to) + kPage - 1) & ~(kPage - 1);
   // Without it the pages are faulted in one by one on first touch, as before.
-  if (hi > lo && madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE) != 0 &&
-      errno == EINVAL) {
-    __atomic_store_n(&g_populate_unsupported, 1, __ATOMIC_RELAXED);
-  }
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE);
 }
 
 void Arena::release() {

@@ -153,10 +153,13 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
     } else if (tail) {
       // The snapshot, then what the last dlopen added (a Python job's last
       // import): only those are read now.
+      // The snapshot's list first: a walk cut short still leaves it.
+      unwind_cfi_set_modules(cfi);
       c->modules_tail_walked = true;
       int from = c->modules.count;
       collect_modules(&c->modules, arena, &c->errors, /*reuse_snapshot=*/false, tail);
-      cfi_modules_append(c->modules, from, &cfi, arena);
+      if (!cfi_modules_append(c->modules, from, &cfi, arena))
+        c->errors.add("modules: arena short; the modules loaded last have no unwind tables");
     }
     unwind_cfi_set_modules(cfi);
   });

@@ -11,7 +11,9 @@ namespace faultline::core {
 
 FdSink::FdSink(int fd, char* buf, size_t cap) : fd_(fd), buf_(buf), cap_(cap) {
   struct stat st;
-  is_pipe_ = fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode);
+  // Only a file known to be regular skips the poll: one fstat cannot tell
+  // (seccomp) is treated as a pipe, which may block.
+  is_pipe_ = fd >= 0 && !(fstat(fd, &st) == 0 && S_ISREG(st.st_mode));
 }
 
 void FdSink::put_slow(const char* s, size_t n) {
@@ -29,6 +31,10 @@ void FdSink::put_slow(const char* s, size_t n) {
 }
 
 bool FdSink::flush() {
+  if (failed_ || fd_ < 0) {  // given up on (a stuck pipe): no second wait per flush
+    len_ = 0;
+    return !failed_;
+  }
   size_t off = 0;
   while (off < len_) {
     if (fd_ < 0) break;

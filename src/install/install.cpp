@@ -234,6 +234,11 @@ void install_altstack() {
       current.ss_size >= kAltStackBytes) {
     return;  // someone already gave this thread a big enough one
   }
+  // The install's stack is one thread's (usually the main thread's): a
+  // second install from another thread keeps that thread's own stack (a
+  // shared signal stack would be overwritten by two handlers at once).
+  pid_t holder = __atomic_load_n(&g_crash.altstack_tid, __ATOMIC_ACQUIRE);
+  if (g_altstack && holder != 0 && holder != sys_gettid()) return;
   if (!g_altstack) {
     // One guard page below the stack catches an overflow of the handler itself.
     size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));

@@ -113,6 +113,7 @@ void register_altstack_after_fork() {
   // The forking thread's own signal stack, under its new id.
   OwnStack* own = static_cast<OwnStack*>(pthread_getspecific(g_key));
   if (own) {
+    altstack_forget_range(static_cast<char*>(own->map) + getpagesize());
     altstack_register(sys_gettid(), static_cast<char*>(own->map) + getpagesize(),
                       own->len - static_cast<size_t>(getpagesize()));
   }
