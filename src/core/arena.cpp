@@ -13,8 +13,8 @@
 namespace faultline::core {
 
 namespace {
-// Set when the kernel has no MADV_POPULATE_WRITE (before 5.14): no system
-// calls in vain at crash time.
+// Set when the kernel has no MADV_POPULATE_WRITE (before 5.14): no more
+// system calls in vain.
 int g_populate_unsupported = 0;
 }  // namespace
 
@@ -30,10 +30,6 @@ bool Arena::init(size_t bytes) {
   // No transparent huge pages: populating a 4 KiB head would make 2 MiB
   // resident where THP is "always".
   madvise(p, bytes, MADV_NOHUGEPAGE);
-  // Whether the kernel populates at all (Linux 5.14+), asked once here on
-  // our own writable page; EINVAL at crash time can mean other things.
-  if (madvise(p, 4096, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
-    __atomic_store_n(&g_populate_unsupported, 1, __ATOMIC_RELAXED);
   base_ = static_cast<char*>(p);
   size_ = bytes;
   used_ = 0;
@@ -42,13 +38,21 @@ bool Arena::init(size_t bytes) {
   return true;
 }
 
-void populate_pages(void* from, void* to) {
-  if (__atomic_load_n(&g_populate_unsupported, __ATOMIC_RELAXED)) return;
+bool populate_pages(void* from, void* to) {
+  if (__atomic_load_n(&g_populate_unsupported, __ATOMIC_RELAXED)) return false;
   constexpr uintptr_t kPage = 4096;
   uintptr_t lo = reinterpret_cast<uintptr_t>(from) & ~(kPage - 1);
   uintptr_t hi = (reinterpret_cast<uintptr_t>(to) + kPage - 1) & ~(kPage - 1);
   // Without it the pages are faulted in one by one on first touch, as before.
-  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE);
+  return hi <= lo || madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE) == 0 ||
+         errno != EINVAL;
+}
+
+void Arena::populate(char* from, char* to) {
+  // The arena is our own writable memory: EINVAL here can only mean a
+  // kernel without MADV_POPULATE_WRITE (before 5.14). Asked at the first
+  // capture, not at start-up, which every process pays.
+  if (!populate_pages(from, to)) __atomic_store_n(&g_populate_unsupported, 1, __ATOMIC_RELAXED);
 }
 
 void Arena::release() {
@@ -75,11 +79,11 @@ void* Arena::alloc(size_t n, size_t align) {
   size_t start = static_cast<size_t>(p - base_);
   if (n > kPopulateSmall) {
     // Only its head (see populated_); populated_ does not move past it.
-    if (start + kPopulateHead > populated_) populate_pages(p, p + kPopulateHead);
+    if (start + kPopulateHead > populated_) populate(p, p + kPopulateHead);
   } else if (used_ > populated_) {  // see populated_
     size_t from = start > populated_ ? start : populated_;
     size_t to = used_ + kPopulateAhead < size_ ? used_ + kPopulateAhead : size_;
-    populate_pages(base_ + from, base_ + to);
+    populate(base_ + from, base_ + to);
     populated_ = to;
   }
   // The arena may hold a previous dump's data: zero what we hand out, up to

@@ -15,8 +15,10 @@ constexpr size_t kDefaultArenaBytes = 16u << 20;
 
 // Faults in the pages of [from, to) (page-aligned outwards) with one system
 // call. Async-signal-safe; a no-op where the kernel lacks MADV_POPULATE_WRITE
-// (before 5.14): the pages are then faulted in one by one as before.
-void populate_pages(void* from, void* to);
+// (before 5.14): the pages are then faulted in one by one as before. False
+// when the kernel said EINVAL (no such advice, or a range it will not
+// populate: only the arena, our own writable memory, can tell which).
+bool populate_pages(void* from, void* to);
 
 // Allocations up to kPopulateSmall bytes are populated kPopulateAhead at a
 // time; of a bigger one only its first kPopulateHead bytes.
@@ -53,6 +55,7 @@ class Arena {
   bool exhausted() const { return exhausted_; }
 
  private:
+  void populate(char* from, char* to);
   char* base_;
   size_t size_;
   size_t used_;
