@@ -32,6 +32,12 @@ Entry* find(pid_t tid) {
   return nullptr;
 }
 
+// Withdrawn: skipped by readers (hi = 0), its slot free for reuse.
+void withdraw(Entry* e) {
+  __atomic_store_n(&e->hi, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&e->tid, -1, __ATOMIC_RELEASE);
+}
+
 }  // namespace
 
 void altstack_register(pid_t tid, void* lo, size_t size) {
@@ -62,19 +68,15 @@ void altstack_register(pid_t tid, void* lo, size_t size) {
 
 void altstack_forget(pid_t tid, void* lo) {
   Entry* e = find(tid);
-  if (e && __atomic_load_n(&e->lo, __ATOMIC_ACQUIRE) == reinterpret_cast<uintptr_t>(lo)) {
-    __atomic_store_n(&e->hi, 0, __ATOMIC_RELEASE);
-    __atomic_store_n(&e->tid, -1, __ATOMIC_RELEASE);
-  }
+  if (e && __atomic_load_n(&e->lo, __ATOMIC_ACQUIRE) == reinterpret_cast<uintptr_t>(lo))
+    withdraw(e);
 }
 
 void altstack_forget_range(void* lo) {
   uintptr_t l = reinterpret_cast<uintptr_t>(lo);
   for (Entry& e : g_entries) {
     pid_t owner = __atomic_load_n(&e.tid, __ATOMIC_ACQUIRE);
-    if (owner <= 0 || __atomic_load_n(&e.lo, __ATOMIC_ACQUIRE) != l) continue;
-    __atomic_store_n(&e.hi, 0, __ATOMIC_RELEASE);
-    __atomic_store_n(&e.tid, -1, __ATOMIC_RELEASE);
+    if (owner > 0 && __atomic_load_n(&e.lo, __ATOMIC_ACQUIRE) == l) withdraw(&e);
   }
 }
 

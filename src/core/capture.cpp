@@ -152,8 +152,8 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
       cfi_modules_from_table(c->modules, &cfi, arena);
     } else if (tail) {
       // The snapshot, then what the last dlopen added (a Python job's last
-      // import): only those are read now.
-      // The snapshot's list first: a walk cut short still leaves it.
+      // import): only those are read now. The snapshot's list is published
+      // first: a walk cut short still leaves it.
       unwind_cfi_set_modules(cfi);
       c->modules_tail_walked = true;
       int from = c->modules.count;
