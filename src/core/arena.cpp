@@ -24,18 +24,26 @@ bool Arena::init(size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return false;
-  // Not in core files: untouched it is zeros, touched it is a copy of what
-  // the report holds, and 16 MB more per core slows piped core handlers.
+  // Not in core files: touched it is a copy of what the report holds, and
+  // a piped core handler is sent zeros for untouched pages (16 MB more per
+  // core). At init: a signal faultline does not handle (SIGQUIT, SIGSYS)
+  // dumps core without a capture first.
   madvise(p, bytes, MADV_DONTDUMP);
-  // No transparent huge pages: populating a 4 KiB head would make 2 MiB
-  // resident where THP is "always".
-  madvise(p, bytes, MADV_NOHUGEPAGE);
   base_ = static_cast<char*>(p);
   size_ = bytes;
   used_ = 0;
   clean_ = 0;
   populated_ = 0;
+  advised_ = false;
   return true;
+}
+
+void Arena::advise() {
+  // No transparent huge pages: populating a 4 KiB head would make 2 MiB
+  // resident where THP is "always". Before the first page is touched, not
+  // at init: a system call every process would pay at start.
+  advised_ = true;
+  madvise(base_, size_, MADV_NOHUGEPAGE);
 }
 
 bool populate_pages(void* from, void* to) {
@@ -59,6 +67,7 @@ void Arena::release() {
   if (base_) munmap(base_, size_);
   base_ = nullptr;
   size_ = used_ = clean_ = populated_ = 0;
+  advised_ = false;
 }
 
 void* Arena::alloc_uninit(size_t n, size_t align) {
@@ -67,6 +76,7 @@ void* Arena::alloc_uninit(size_t n, size_t align) {
     exhausted_ = true;
     return nullptr;
   }
+  if (!advised_) advise();
   used_ = start + n;
   if (used_ > clean_) clean_ = used_;
   return base_ + start;

@@ -31,7 +31,13 @@ class Arena {
   // constexpr, so a global Arena (and CrashState) is constant-initialised:
   // no dynamic constructor can run after the preload constructor and wipe it.
   constexpr Arena()
-      : base_(nullptr), size_(0), used_(0), clean_(0), populated_(0), exhausted_(false) {}
+      : base_(nullptr),
+        size_(0),
+        used_(0),
+        clean_(0),
+        populated_(0),
+        exhausted_(false),
+        advised_(false) {}
   // Install time (mmap). Returns false on failure.
   bool init(size_t bytes);
   void release();
@@ -75,6 +81,9 @@ class Arena {
   // nothing.
   size_t populated_;
   bool exhausted_;
+  // MADV_NOHUGEPAGE was asked for the whole mapping (see advise()).
+  bool advised_;
+  void advise();
 };
 
 }  // namespace faultline::core

@@ -335,6 +335,8 @@ const OriginRule* first_match(bool python, const char* where, const char* what) 
 
 void set_dir(char* dst, size_t cap, size_t* len, const char* src) {
   if (!src) src = "";
+  // Unset and never set: no write (a first write is a page fault at start).
+  if (!*src && *len == 0) return;
   size_t n = str_copy(dst, cap, src);
   while (n > 1 && dst[n - 1] == '/') dst[--n] = '\0';  // "/a/b/" and "/a/b" are one place
   *len = n;

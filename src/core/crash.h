@@ -37,11 +37,13 @@ enum class ChainOrder : int {
   kHandlerFirst,  // always the program's handler first
 };
 
-// Prepared at install, read-only in the handler.
+// Prepared at install, read-only in the handler. Laid out for start-up:
+// what every install writes comes first (small fields, then the starts of
+// the strings), so a process touches few of its pages (a first touch is a
+// page fault, ~10 us in a virtual machine).
 struct Config {
-  char dir[4096]{};  // absolute report directory (for messages)
-  int dir_fd{};      // O_DIRECTORY fd, -1 if it could not be opened
-  int dir_errno{};   // why not
+  int dir_fd{};     // O_DIRECTORY fd, -1 if it could not be opened
+  int dir_errno{};  // why not
   bool write_stderr{};
   uint64_t signals{};  // bit per signal
   int max_frames{};
@@ -57,33 +59,39 @@ struct Config {
   ChainOrder chain_order{ChainOrder::kAuto};  // FAULTLINE_CHAIN_ORDER
   bool minidump{};  // a minidump beside each crash report (FAULTLINE_MINIDUMP)
   // Process facts gathered at install.
-  bool scrub{true};        // secrets in argv filtered (FAULTLINE_SCRUB)
+  bool keep_secrets{};     // FAULTLINE_SCRUB=0: argv not filtered for secrets
   char scrub_keys[512]{};  // FAULTLINE_SCRUB_KEYS: more sensitive words, comma-separated
-  char argv[8192]{};       // NUL-separated
   int argv_len{};
   int64_t start_sec{}, start_nsec{};
+  char argv[8192]{};  // NUL-separated
+  char dir[4096]{};   // absolute report directory (for messages)
 };
 
+// All zeros until the first install (in .bss: a page costs one fault when
+// first written, not a read and a copy-on-write). The small fields every
+// install writes come first, next to the start of Config.
 struct CrashState {
-  Config config{};
-  Arena arena{};
-  Capture* capture{};  // in the arena
+  bool installed{};
+  pid_t pid{};  // our pid, updated in fork children
+  // Closed at crash time so a report can be opened; set by the first
+  // install (-1 if none). Never closed unless reserved_id still matches.
+  int reserved_fd{};
+  FdIdentity reserved_id{};  // what reserved_fd is (the program may reuse the number)
+  FdIdentity dir_id{};       // what config.dir_fd is
+  bool handled[65]{};
+  // previous[s] was installed after faultline (kept behind it by the
+  // sigaction interposer), not found there at install.
+  bool previous_later[65]{};
   // The installing thread's alternate stack (install_altstack): here,
   // beside fields install writes anyway, rather than in core/altstacks'
   // table, whose page every process would otherwise touch at start-up.
   pid_t altstack_tid{};
   uintptr_t altstack_lo{}, altstack_hi{};
+  Arena arena{};
+  Capture* capture{};  // in the arena
+  Config config{};
   struct sigaction previous[65]{};
-  // previous[s] was installed after faultline (kept behind it by the
-  // sigaction interposer), not found there at install.
-  bool previous_later[65]{};
   struct sigaction earlier[65]{};  // previous[s] as found at install
-  bool handled[65]{};
-  bool installed{};
-  pid_t pid{};               // our pid, updated in fork children
-  int reserved_fd{-1};       // closed at crash time so a report can be opened
-  FdIdentity reserved_id{};  // what reserved_fd is (the program may reuse the number)
-  FdIdentity dir_id{};       // what config.dir_fd is
 };
 
 // What faultline_callback_writer points to.

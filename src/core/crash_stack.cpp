@@ -30,6 +30,7 @@ void trampoline_body(void (*fn)(void*), void* arg) {
 }  // namespace
 
 void run_on_crash_stack(void (*fn)(void*), void* arg) {
+  if (!g_handler.crash_stack) make_crash_stack();
   char* base = g_handler.crash_stack;
   uintptr_t sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   uintptr_t lo = reinterpret_cast<uintptr_t>(base);

@@ -29,7 +29,7 @@ MinidumpThread g_threads[kMaxThreads];
 char g_cmdline[sizeof(Config::argv) + 256];
 
 int scrubbed_cmdline(const Config& cfg) {
-  if (!cfg.scrub) {
+  if (cfg.keep_secrets) {
     memcpy(g_cmdline, cfg.argv, static_cast<size_t>(cfg.argv_len));
     return cfg.argv_len;
   }

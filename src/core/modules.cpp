@@ -13,6 +13,7 @@ namespace faultline::core {
 namespace {
 
 char g_exe_path[4096];
+const char* g_execfn = "";  // AT_EXECFN: the path as the kernel was given it
 uintptr_t g_exe_phdr = 0;
 size_t g_exe_phnum = 0;
 uintptr_t g_vdso = 0;
@@ -66,17 +67,32 @@ void read_image(Module* m, uintptr_t phdr, size_t phnum) {
 }  // namespace
 
 const char* modules_exe_path() {
+  // Read when first asked (a readlink of /proc/self/exe is ~40 us of every
+  // start on a small VM, and most processes never crash). 0: not read,
+  // 1: being read, 2: ready. A caller that finds another thread reading
+  // waits a bounded time, then makes do with the path the kernel was asked
+  // to execute.
+  static volatile int state = 0;
+  int expected = 0;
+  if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2 &&
+      __atomic_compare_exchange_n(&state, &expected, 1, false, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE)) {
+    long n = readlink("/proc/self/exe", g_exe_path, sizeof g_exe_path - 1);
+    g_exe_path[n > 0 ? n : 0] = '\0';
+    // No /proc: the path the kernel was asked to execute will do.
+    if (n <= 0) str_copy(g_exe_path, sizeof g_exe_path, g_execfn);
+    __atomic_store_n(&state, 2, __ATOMIC_RELEASE);
+  }
+  for (int spins = 0; __atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2; ++spins) {
+    if (spins > 1000000) return g_execfn;
+  }
   return g_exe_path;
 }
 
 void modules_init() {
-  long n = readlink("/proc/self/exe", g_exe_path, sizeof g_exe_path - 1);
-  g_exe_path[n > 0 ? n : 0] = '\0';
-  if (n <= 0) {
-    // No /proc: the path the kernel was asked to execute will do.
-    const char* execfn = reinterpret_cast<const char*>(getauxval(AT_EXECFN));
-    if (execfn) str_copy(g_exe_path, sizeof g_exe_path, execfn);
-  }
+  // getauxval only reads what libc saved at start: no system call.
+  const char* execfn = reinterpret_cast<const char*>(getauxval(AT_EXECFN));
+  g_execfn = execfn ? execfn : "";
   g_exe_phdr = getauxval(AT_PHDR);
   g_exe_phnum = getauxval(AT_PHNUM);
   g_vdso = getauxval(AT_SYSINFO_EHDR);
@@ -247,7 +263,7 @@ bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors, bo
       long len = safe_read_cstr(name, sizeof name, reinterpret_cast<uintptr_t>(lm.l_name));
       if (table->count == 0 && len <= 0) {
         m->is_main = true;
-        m->path = arena->dup(g_exe_path, sizeof g_exe_path);
+        m->path = arena->dup(modules_exe_path(), sizeof g_exe_path);
         read_image(m, g_exe_phdr, g_exe_phnum);
       } else {
         m->path = len > 0 ? arena->dup(name, sizeof name) : "";

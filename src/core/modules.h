@@ -27,9 +27,11 @@ bool collect_modules(ModuleTable* table, Arena* arena, CaptureErrors* errors,
 // Index of the module containing pc, or -1.
 int find_module(const ModuleTable& table, uintptr_t pc);
 
-// Install-time: remembers the main executable's path (the link map names it "").
+// Install-time: remembers where the executable's program headers are (from
+// the auxiliary vector: no system call).
 void modules_init();
-// The main executable's path found by modules_init.
+// The main executable's path (the link map names it ""): /proc/self/exe, read
+// at the first call, else the path given to execve. Async-signal-safe.
 const char* modules_exe_path();
 
 }  // namespace faultline::core

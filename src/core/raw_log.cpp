@@ -40,7 +40,8 @@ void stderr_remember() {
   g_stderr_id = fd_identity(2);
   if (g_stderr_id.valid && g_stderr_dup < 0) {
     g_stderr_dup = fcntl(2, F_DUPFD_CLOEXEC, 10);
-    g_stderr_dup_id = fd_identity(g_stderr_dup);
+    // A duplicate is the same open file: no second fstat.
+    if (g_stderr_dup >= 0) g_stderr_dup_id = g_stderr_id;
   }
   g_stderr_remembered = true;
 }

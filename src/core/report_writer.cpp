@@ -49,7 +49,7 @@ void write_process(JsonWriter& w, const Capture& c, const Config& cfg) {
   static char scrubbed[8192 + 64];
   for (int off = 0; off < cfg.argv_len;) {
     size_t n = str_nlen(cfg.argv + off, static_cast<size_t>(cfg.argv_len - off));
-    if (cfg.scrub) {
+    if (!cfg.keep_secrets) {
       w.str_n(scrubbed, scrubber.scrub(cfg.argv + off, n, scrubbed, sizeof scrubbed));
     } else {
       w.str_n(cfg.argv + off, n);

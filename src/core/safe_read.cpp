@@ -12,8 +12,10 @@
 namespace faultline::core {
 namespace {
 
-// Decided at install and on the first denial; read by the handler.
+// process_vm_readv until the first denial switches to the pipe for good.
 volatile int g_method = static_cast<int>(SafeReadMethod::kVmReadv);
+// Made by the first pipe read (most processes never need it: a pipe and two
+// fstat at every start cost ~35 us on a small VM), under g_pipe_busy.
 int g_pipe[2] = {-1, -1};
 FdIdentity g_pipe_id[2];
 // One pipe is shared: a reader claims it with this flag (never waits on a
@@ -38,11 +40,27 @@ bool read_vm(void* dst, uintptr_t addr, size_t n, int* err) {
   return static_cast<size_t>(got) == n;
 }
 
+// With g_pipe_busy held. A plain system call: async-signal-safe. A process
+// out of descriptors gets no pipe, and its reads fail.
+bool open_pipe() {
+  if (g_pipe[0] >= 0) return true;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+  g_pipe_id[0] = fd_identity(fds[0]);
+  g_pipe_id[1] = fd_identity(fds[1]);
+  g_pipe[1] = fds[1];
+  g_pipe[0] = fds[0];
+  return true;
+}
+
 bool read_pipe(void* dst, uintptr_t addr, size_t n) {
-  if (g_pipe[0] < 0) return false;
   int spins = 0;
   while (__atomic_exchange_n(&g_pipe_busy, 1, __ATOMIC_ACQUIRE)) {
     if (++spins > 1000000) return false;
+  }
+  if (!open_pipe()) {
+    __atomic_store_n(&g_pipe_busy, 0, __ATOMIC_RELEASE);
+    return false;
   }
   bool ok = true;
   char* out = static_cast<char*>(dst);
@@ -72,20 +90,12 @@ bool read_pipe(void* dst, uintptr_t addr, size_t n) {
 }  // namespace
 
 void safe_read_init() {
-  if (g_pipe[0] < 0) {
-    if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-      g_pipe[0] = g_pipe[1] = -1;
-    }
-    g_pipe_id[0] = fd_identity(g_pipe[0]);
-    g_pipe_id[1] = fd_identity(g_pipe[1]);
+  int spins = 0;
+  while (__atomic_exchange_n(&g_pipe_busy, 1, __ATOMIC_ACQUIRE)) {
+    if (++spins > 1000000) return;
   }
-  // Probe once: if process_vm_readv is denied here it will be at crash time.
-  int probe = 0x5afe;
-  int copy = 0;
-  int err = 0;
-  if (!read_vm(&copy, reinterpret_cast<uintptr_t>(&probe), sizeof probe, &err) || copy != probe) {
-    g_method = static_cast<int>(g_pipe[0] >= 0 ? SafeReadMethod::kPipe : SafeReadMethod::kNone);
-  }
+  open_pipe();
+  __atomic_store_n(&g_pipe_busy, 0, __ATOMIC_RELEASE);
 }
 
 void safe_read_check_fds() {
@@ -137,9 +147,7 @@ void safe_read_reset_after_fork() {
     close(g_pipe[1]);
     g_pipe[0] = g_pipe[1] = -1;
   }
-  if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) g_pipe[0] = g_pipe[1] = -1;
-  g_pipe_id[0] = fd_identity(g_pipe[0]);
-  g_pipe_id[1] = fd_identity(g_pipe[1]);
+  // The child's own pipe is made by its first pipe read.
   g_pipe_busy = 0;
 }
 

@@ -6,8 +6,9 @@
 //
 // Primary method: process_vm_readv(2) on our own pid. Fallback, when seccomp
 // or a kernel without CONFIG_CROSS_MEMORY_ATTACH denies it: write(2) from the
-// address into a pipe opened at install (the kernel returns EFAULT for a bad
-// address), then read it back. Both are plain syscalls: async-signal-safe.
+// address into a pipe (the kernel returns EFAULT for a bad address), then
+// read it back. The pipe is made by the first read that needs it. All plain
+// syscalls: async-signal-safe.
 #pragma once
 
 #include <stddef.h>
@@ -18,12 +19,14 @@ namespace faultline::core {
 
 enum class SafeReadMethod : int { kVmReadv = 0, kPipe = 1, kNone = 2 };
 
-// Called at install (not signal-safe: creates the pipe). Idempotent.
+// Makes the pipe now rather than at the first pipe read (tests; a process
+// that expects to run out of descriptors). Idempotent, async-signal-safe.
 void safe_read_init();
 // Crash time: stops using the pipe if the program closed or reused its
 // descriptors. Async-signal-safe.
 void safe_read_check_fds();
-// In a fork child: a pipe of its own (install-time context, not signal-safe).
+// In a fork child: drops the parent's pipe (its first pipe read makes its
+// own). Install-time context.
 void safe_read_reset_after_fork();
 // Forces a method, for tests of the fallback. Install-time only.
 void safe_read_force(SafeReadMethod m);

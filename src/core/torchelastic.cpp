@@ -86,7 +86,7 @@ size_t build_callstack(const Capture& c, const char* report_dir, const char* rep
 }  // namespace
 
 void torchelastic_set_error_file(const char* path) {
-  g_enabled = false;
+  if (g_enabled) g_enabled = false;  // unset: no write (a page fault at start)
   if (!path || !*path) return;
   StrBuf b(g_error_file, sizeof g_error_file);
   if (path[0] != '/') {

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -110,6 +111,18 @@ void atfork_child() {
 
 void reserve_fd() {
   if (g_crash.reserved_fd >= 0) return;
+  // A duplicate of the report directory's descriptor: one system call, and
+  // what it is is known already (an open and an fstat of /dev/null cost
+  // ~3x as much at start).
+  int dir = g_crash.config.dir_fd;
+  if (dir >= 0 && g_crash.dir_id.valid) {
+    int fd = fcntl(dir, F_DUPFD_CLOEXEC, 0);
+    if (fd >= 0) {
+      g_crash.reserved_id = g_crash.dir_id;
+      g_crash.reserved_fd = fd;
+      return;
+    }
+  }
   g_crash.reserved_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   g_crash.reserved_id = fd_identity(g_crash.reserved_fd);
 }
@@ -223,7 +236,7 @@ void resolve_signal_conflicts(faultline_options* opts, int default_dump) {
 void read_scrub_settings(Config* cfg) {
   int scrub = 1;
   env_bool("FAULTLINE_SCRUB", &scrub);
-  cfg->scrub = scrub != 0;
+  cfg->keep_secrets = scrub == 0;
   const char* keys = secure_getenv("FAULTLINE_SCRUB_KEYS");
   str_copy(cfg->scrub_keys, sizeof cfg->scrub_keys, keys ? keys : "");
 }
@@ -291,9 +304,10 @@ void open_report_dir(Config* cfg, const char* dir) {
   cfg->dir_fd = fd;
   cfg->dir_errno = open_errno;
   g_crash.dir_id = id;
-  char* real = realpath(dir, nullptr);
-  str_copy(cfg->dir, sizeof cfg->dir, real ? real : dir);
-  free(real);
+  // Into a buffer of our own: realpath(dir, nullptr) would be the process's
+  // first malloc in a C program (heap set-up at every start).
+  static char real[PATH_MAX];
+  str_copy(cfg->dir, sizeof cfg->dir, realpath(dir, real) ? real : dir);
   if (cfg->dir_fd < 0) {
     raw_log("faultline: report directory ", dir, " cannot be opened: ", strerror(cfg->dir_errno));
     raw_log(cfg->write_stderr ? "; crash reports will go to stderr\n"
@@ -373,6 +387,10 @@ static void read_chain_order(Config* cfg) {
 
 extern "C" {
 
+// CPython's runtime state, exported by every CPython build (the interpreter
+// or libpython). Weak: 0 in a process without one. Only its address is used.
+extern char _PyRuntime __attribute__((weak));
+
 int faultline_install(const faultline_options* caller) {
   // The caller's struct in this library's layout (install/options.h).
   faultline_options own;
@@ -380,12 +398,18 @@ int faultline_install(const faultline_options* caller) {
   const faultline_options* opts = &own;
   resolve_real_sigaction();  // before any handler is installed
   Config* cfg = &g_crash.config;
+  // CrashState is all zeros until here (in .bss: its pages cost nothing
+  // until written, and one fault each, not a read and a copy-on-write).
+  static bool first = true;
+  if (first) {
+    first = false;
+    g_crash.reserved_fd = -1;
+  }
   if (!g_crash.installed) cfg->dir_fd = -1;
   // A second install (enable() after the preload, the C API twice) keeps the
   // arena it finds: a crash or a live dump on another thread may be writing
   // into it right now, so it is never unmapped or mapped again.
   if (g_crash.arena.capacity() == 0 && !g_crash.arena.init(opts->arena_bytes)) return -ENOMEM;
-  safe_read_init();
   modules_init();
   // The unwinder is not an option of the C API: a deployment switch. Only
   // the choices that use libunwind load it.
@@ -399,7 +423,10 @@ int faultline_install(const faultline_options* caller) {
     }
   }
   read_chain_order(cfg);
-  if (dlsym(RTLD_DEFAULT, "_PyRuntime")) {
+  // A weak reference, bound by the loader with the library's other
+  // relocations: free, where a failed dlsym in every C program formats an
+  // error message with malloc (~70 us of start-up on a small VM).
+  if (&_PyRuntime != nullptr) {
     // The interpreter is looked for in the module snapshot, made now, not
     // in a second walk of the link map through the SafeReader. Elsewhere
     // the snapshot waits for the first dlopen or pthread_create (their
@@ -475,7 +502,6 @@ int faultline_install(const faultline_options* caller) {
     cfg->start_nsec = ts.tv_nsec;
   }
   install_altstack();
-  make_crash_stack();
 
   struct sigaction sa = {};
   sa.sa_sigaction = crash_signal_handler;

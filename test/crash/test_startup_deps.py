@@ -1,6 +1,7 @@
 """What the preload brings into a process: no C++ runtime into a C program,
-no libunwind unless FAULTLINE_UNWINDER chooses it, and the std::terminate
-hook still installed in a C++ runtime loaded late."""
+no libunwind unless FAULTLINE_UNWINDER chooses it, no heap and no pipe at
+start, and the std::terminate hook still installed in a C++ runtime loaded
+late."""
 import os
 import signal
 import subprocess
@@ -92,3 +93,32 @@ def test_library_has_no_dynamic_initialisers():
     syms = subprocess.run(["nm", os.environ["FAULTLINE_LIB"]], capture_output=True, text=True,
                           check=True).stdout
     assert "_GLOBAL__sub_I" not in syms, [s for s in syms.splitlines() if "_GLOBAL__sub_I" in s]
+
+
+def start_state(preload, report_dir):
+    """heap bytes and {fd: target} as the startup program saw them in main()."""
+    r = fltest.run([fltest.program("startup")], preload=preload, report_dir=report_dir,
+                   env={"FAULTLINE_DIR": report_dir})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("heap ")
+    fds = {}
+    for line in lines[1:]:
+        _, fd, target = line.split(" ", 2)
+        fds[int(fd)] = target
+    return int(lines[0].split()[1]), fds
+
+
+def test_c_program_start_takes_no_heap_and_no_pipe(tmp_path):
+    # What the install takes from a C program that never crashes: no heap
+    # (a realpath or a failed dlsym would set up malloc's arena), and of
+    # descriptors only the report directory (one kept in reserve for a crash
+    # with none left) and a copy of stderr. The safe reader's pipe is made by
+    # the first read that needs it, not at every start.
+    d = str(tmp_path)
+    heap, plain = start_state(False, d)
+    assert heap == 0
+    heap, fds = start_state(True, d)
+    assert heap == 0, "the install called malloc"
+    extra = {fd: t for fd, t in fds.items() if fd not in plain}
+    assert sorted(extra.values()) == sorted([d, d, fds[2]]), extra

@@ -35,10 +35,22 @@ constexpr int kMaxFramesWalked = 20000;
 struct InstallState {
   bool have_runtime;
   Runtime runtime;
-  long pthread_tid_offset;  // -1 unknown
-  bool initialised;
 };
 InstallState g_install;
+
+// Where glibc's struct pthread keeps the kernel tid, found at first use
+// (only interpreters without native_thread_id need it; at every start it
+// cost a process_vm_readv, a gettid and a getpid). -2: not looked for yet,
+// -1: unknown. Two threads looking at once find the same answer.
+long pthread_tid_offset() {
+  static volatile long offset = -2;
+  long v = __atomic_load_n(&offset, __ATOMIC_RELAXED);
+  if (v == -2) {
+    v = python::find_pthread_tid_offset();
+    __atomic_store_n(&offset, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
 
 // Brent's cycle detection over a linked list: call step() with each node.
 struct CycleGuard {
@@ -245,20 +257,14 @@ pid_t native_tid(const PyLayout& l, uintptr_t tstate, uint64_t thread_id) {
     return 0;
   }
   int32_t t = 0;
-  if (g_install.pthread_tid_offset >= 0 && thread_id &&
-      safe_read_obj(&t, thread_id + static_cast<uintptr_t>(g_install.pthread_tid_offset))) {
-    return t;
-  }
+  long offset = thread_id ? pthread_tid_offset() : -1;
+  if (offset >= 0 && safe_read_obj(&t, thread_id + static_cast<uintptr_t>(offset))) return t;
   return 0;
 }
 
 }  // namespace
 
 void python_init(const ModuleTable* modules_or_null) {
-  if (!g_install.initialised) {
-    g_install.pthread_tid_offset = python::find_pthread_tid_offset();
-    g_install.initialised = true;
-  }
   ModuleTable table = {};
   Arena scratch{};  // value-initialised: init() trusts base_ and size_
   bool own = false;
