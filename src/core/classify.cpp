@@ -20,35 +20,47 @@ char g_triton_dir[1024];
 size_t g_triton_dir_len;
 
 using K = MatchKind;
-constexpr Match kAnything = {K::kAny, nullptr};
+
+// Copies the pattern into the rule. Only ever evaluated at compile time (the
+// table is constexpr): a pattern too long for Match::text writes past it,
+// which no constant expression may do, so it fails the build.
+constexpr Match match(K kind, const char* s) {
+  Match m{kind, {}};
+  int i = 0;
+  for (; s[i]; ++i) m.text[i] = s[i];
+  m.text[i] = '\0';
+  return m;
+}
+
+constexpr Match kAnything = {K::kAny, {}};
 
 // Shorthands that keep the table one row per rule.
 constexpr Match prefix(const char* s) {
-  return {K::kPrefix, s};
+  return match(K::kPrefix, s);
 }
 constexpr Match contains(const char* s) {
-  return {K::kContains, s};
+  return match(K::kContains, s);
 }
 constexpr Match base(const char* s) {
-  return {K::kBasenamePrefix, s};
+  return match(K::kBasenamePrefix, s);
 }
 constexpr Match glob(const char* s) {
-  return {K::kGlob, s};
+  return match(K::kGlob, s);
 }
 constexpr Match cxx(const char* s) {
-  return {K::kCxxNamespace, s};
+  return match(K::kCxxNamespace, s);
 }
 constexpr Match inductor_cache() {
-  return {K::kInductorCache, nullptr};
+  return {K::kInductorCache, {}};
 }
 constexpr Match triton_cache() {
-  return {K::kTritonCache, nullptr};
+  return {K::kTritonCache, {}};
 }
 
 // The module that holds Dynamo's C/C++ (eval_frame.c, guards.cpp,
 // cache_entry.cpp, extra_state.cpp); C names there are too generic
 // ("lookup") to trust in any other module.
-constexpr Match kTorchPython = {K::kBasenamePrefix, "libtorch_python"};
+constexpr Match kTorchPython = match(K::kBasenamePrefix, "libtorch_python");
 
 // Origins. Layer texts complete "SIGSEGV in <layer>".
 constexpr Origin kNative = {"native", "native code", false, false};
@@ -110,55 +122,50 @@ constexpr Origin kLibrary = {"library", "a third-party Python package", false, f
 // The table. Specific before general: Dynamo's names in libtorch_python come
 // before libtorch_python as a whole, at::cuda before at::, the Inductor
 // cache's triton/ folder before the Inductor cache.
-const OriginRule kRules[] = {
+constexpr OriginRule kRules[] = {
     // ---- native: generated kernels first (their names win wherever they live)
-    {"triton.kernel.pointwise", false, kAnything, prefix("triton_poi_"), nullptr, kTritonKernel},
-    {"triton.kernel.reduction", false, kAnything, prefix("triton_red_"), nullptr, kTritonKernel},
-    {"triton.kernel.persistent", false, kAnything, prefix("triton_per_"), nullptr, kTritonKernel},
-    {"triton.kernel.template", false, kAnything, prefix("triton_tem_"), nullptr, kTritonKernel},
-    {"triton.kernel.other", false, kAnything, prefix("triton_"), nullptr, kTritonKernel},
-    {"triton.cache.module", false, triton_cache(), kAnything, nullptr, kTritonLauncher},
-    {"triton.launcher.module", false, base("__triton_launcher"), kAnything, nullptr,
-     kTritonLauncher},
-    {"triton.libtriton", false, base("libtriton"), kAnything, nullptr, kTritonCompiler},
-    {"inductor.kernel.cpp_fused", false, kAnything, prefix("cpp_fused_"), nullptr, kInductorKernel},
-    {"inductor.cache.module", false, inductor_cache(), kAnything, nullptr, kInductorKernel},
+    {"triton.kernel.pointwise", false, kAnything, prefix("triton_poi_"), "", kTritonKernel},
+    {"triton.kernel.reduction", false, kAnything, prefix("triton_red_"), "", kTritonKernel},
+    {"triton.kernel.persistent", false, kAnything, prefix("triton_per_"), "", kTritonKernel},
+    {"triton.kernel.template", false, kAnything, prefix("triton_tem_"), "", kTritonKernel},
+    {"triton.kernel.other", false, kAnything, prefix("triton_"), "", kTritonKernel},
+    {"triton.cache.module", false, triton_cache(), kAnything, "", kTritonLauncher},
+    {"triton.launcher.module", false, base("__triton_launcher"), kAnything, "", kTritonLauncher},
+    {"triton.libtriton", false, base("libtriton"), kAnything, "", kTritonCompiler},
+    {"inductor.kernel.cpp_fused", false, kAnything, prefix("cpp_fused_"), "", kInductorKernel},
+    {"inductor.cache.module", false, inductor_cache(), kAnything, "", kInductorKernel},
     // ---- native: AOTInductor (kernels are cpp_fused_*, above)
-    {"aoti.runtime.namespace", false, kAnything, cxx("5torch12aot_inductor"), nullptr,
-     kAotiRuntime},
-    {"aoti.runtime.c_api", false, kAnything, prefix("AOTInductorModel"), nullptr, kAotiRuntime},
-    {"aoti.package.module", false, contains("/data/aotinductor/"), kAnything, nullptr, kAotiModel},
+    {"aoti.runtime.namespace", false, kAnything, cxx("5torch12aot_inductor"), "", kAotiRuntime},
+    {"aoti.runtime.c_api", false, kAnything, prefix("AOTInductorModel"), "", kAotiRuntime},
+    {"aoti.package.module", false, contains("/data/aotinductor/"), kAnything, "", kAotiModel},
     {"aoti.runner.package_loader", false, kAnything, cxx("5torch8inductor22AOTIModelPackageLoader"),
-     nullptr, kAotiRunner},
+     "", kAotiRunner},
     {"aoti.runner.container", false, kAnything, cxx("5torch8inductor24AOTIModelContainerRunner"),
-     nullptr, kAotiRunner},
+     "", kAotiRunner},
     // ---- native: Dynamo's C/C++ (torch/csrc/dynamo)
-    {"dynamo.guards.namespace", false, kAnything, glob("_Z*5torch6dynamo*Guard*"), nullptr,
+    {"dynamo.guards.namespace", false, kAnything, glob("_Z*5torch6dynamo*Guard*"), "",
      kDynamoGuards},
-    {"dynamo.guards.tensor_guards", false, kTorchPython, glob("*TensorGuards*"), nullptr,
-     kDynamoGuards},
-    {"dynamo.guards.tensor_check", false, kTorchPython, glob("*TensorCheck*"), nullptr,
-     kDynamoGuards},
+    {"dynamo.guards.tensor_guards", false, kTorchPython, glob("*TensorGuards*"), "", kDynamoGuards},
+    {"dynamo.guards.tensor_check", false, kTorchPython, glob("*TensorCheck*"), "", kDynamoGuards},
     {"dynamo.cache.c",
      false,
      kTorchPython,
      {K::kExact,
       "lookup|create_cache_entry|extract_cache_entry|cache_entry_dealloc|"
       "_debug_get_cache_entry_list"},
-     nullptr,
+     "",
      kDynamoCache},
-    {"dynamo.cache.entry_c", false, kTorchPython, prefix("CacheEntry_"), nullptr, kDynamoCache},
-    {"dynamo.cache.entry_cxx", false, kTorchPython, cxx("10CacheEntry"), nullptr, kDynamoCache},
+    {"dynamo.cache.entry_c", false, kTorchPython, prefix("CacheEntry_"), "", kDynamoCache},
+    {"dynamo.cache.entry_cxx", false, kTorchPython, cxx("10CacheEntry"), "", kDynamoCache},
     {"dynamo.extra_state.c",
      false,
      kTorchPython,
      {K::kExact,
       "get_extra_state|set_extra_state|init_and_set_extra_state|destroy_extra_state|"
       "extract_frame_state|extra_state_get_action|extra_state_set_action"},
-     nullptr,
+     "",
      kDynamoExtraState},
-    {"dynamo.extra_state.cxx", false, kTorchPython, cxx("10ExtraState"), nullptr,
-     kDynamoExtraState},
+    {"dynamo.extra_state.cxx", false, kTorchPython, cxx("10ExtraState"), "", kDynamoExtraState},
     {"dynamo.eval_frame.c",
      false,
      kTorchPython,
@@ -168,80 +175,79 @@ const OriginRule kRules[] = {
       "eval_frame_default|eval_custom_code|eval_custom_code_impl|call_callback|"
       "dynamo_call_callback|set_eval_frame|set_eval_frame_py|dynamo_set_eval_frame|"
       "enable_eval_frame_shim|enable_eval_frame_default|callback_from_frame|skip_code_recursive"},
-     nullptr,
+     "",
      kDynamoEvalFrame},
     // Dynamo's copies of CPython internals (cpython_defs.c): THP_PyFrame_*, THP_PyEval_*.
-    {"dynamo.eval_frame.cpython_defs", false, kTorchPython, prefix("THP_Py"), nullptr,
-     kDynamoEvalFrame},
+    {"dynamo.eval_frame.cpython_defs", false, kTorchPython, prefix("THP_Py"), "", kDynamoEvalFrame},
     {"dynamo.eval_frame.interpreter_frame", false, kTorchPython, prefix("THPPyInterpreterFrame"),
-     nullptr, kDynamoEvalFrame},
-    {"dynamo.compiled_autograd", false, kAnything, cxx("5torch6dynamo8autograd"), nullptr,
+     "", kDynamoEvalFrame},
+    {"dynamo.compiled_autograd", false, kAnything, cxx("5torch6dynamo8autograd"), "",
      kDynamoAutograd},
-    {"dynamo.namespace", false, kAnything, cxx("5torch6dynamo"), nullptr, kDynamoNative},
+    {"dynamo.namespace", false, kAnything, cxx("5torch6dynamo"), "", kDynamoNative},
     // ---- native: CUDA
-    {"cuda.at_cuda", false, kAnything, cxx("2at4cuda"), nullptr, kTorchCuda},
-    {"cuda.c10_cuda", false, kAnything, cxx("3c104cuda"), nullptr, kTorchCuda},
-    {"cuda.libtorch_cuda", false, base("libtorch_cuda"), kAnything, nullptr, kTorchCuda},
-    {"cuda.libc10_cuda", false, base("libc10_cuda"), kAnything, nullptr, kTorchCuda},
-    {"cuda.driver", false, base("libcuda.so"), kAnything, nullptr, kCudaDriver},
-    {"cuda.runtime", false, base("libcudart"), kAnything, nullptr, kCudaRuntime},
-    {"cuda.cublas", false, base("libcublas"), kAnything, nullptr, kCublas},
-    {"cuda.cudnn", false, base("libcudnn"), kAnything, nullptr, kCudnn},
-    {"cuda.nccl", false, base("libnccl"), kAnything, nullptr, kNccl},
+    {"cuda.at_cuda", false, kAnything, cxx("2at4cuda"), "", kTorchCuda},
+    {"cuda.c10_cuda", false, kAnything, cxx("3c104cuda"), "", kTorchCuda},
+    {"cuda.libtorch_cuda", false, base("libtorch_cuda"), kAnything, "", kTorchCuda},
+    {"cuda.libc10_cuda", false, base("libc10_cuda"), kAnything, "", kTorchCuda},
+    {"cuda.driver", false, base("libcuda.so"), kAnything, "", kCudaDriver},
+    {"cuda.runtime", false, base("libcudart"), kAnything, "", kCudaRuntime},
+    {"cuda.cublas", false, base("libcublas"), kAnything, "", kCublas},
+    {"cuda.cudnn", false, base("libcudnn"), kAnything, "", kCudnn},
+    {"cuda.nccl", false, base("libnccl"), kAnything, "", kNccl},
     {"cuda.libraries", false,
      base("libcufft|libcurand|libcusparse|libcusolver|libcupti|libcufile|libnvrtc|libnvJitLink|"
           "libnvToolsExt|libnvidia-"),
-     kAnything, nullptr, kCudaLib},
+     kAnything, "", kCudaLib},
     // ---- native: ATen and c10
-    {"aten.namespace", false, kAnything, cxx("2at"), nullptr, kAten},
-    {"aten.c10_namespace", false, kAnything, cxx("3c10"), nullptr, kC10},
-    {"aten.libtorch_cpu", false, base("libtorch_cpu"), kAnything, nullptr, kLibtorch},
-    {"aten.libtorch", false, base("libtorch.so"), kAnything, nullptr, kLibtorch},
-    {"aten.libc10", false, base("libc10"), kAnything, nullptr, kC10},
+    {"aten.namespace", false, kAnything, cxx("2at"), "", kAten},
+    {"aten.c10_namespace", false, kAnything, cxx("3c10"), "", kC10},
+    {"aten.libtorch_cpu", false, base("libtorch_cpu"), kAnything, "", kLibtorch},
+    {"aten.libtorch", false, base("libtorch.so"), kAnything, "", kLibtorch},
+    {"aten.libc10", false, base("libc10"), kAnything, "", kC10},
     // ---- native: the rest of PyTorch
-    {"torch.libtorch_python", false, kTorchPython, kAnything, nullptr, kTorchBindings},
-    {"torch.extension_C", false, glob("*/torch/_C.*"), kAnything, nullptr, kTorchBindings},
-    {"torch.namespace", false, kAnything, cxx("5torch"), nullptr, kTorchCxx},
+    {"torch.libtorch_python", false, kTorchPython, kAnything, "", kTorchBindings},
+    {"torch.extension_C", false, glob("*/torch/_C.*"), kAnything, "", kTorchBindings},
+    {"torch.namespace", false, kAnything, cxx("5torch"), "", kTorchCxx},
     // ---- native: CPython
-    {"cpython.libpython", false, base("libpython"), kAnything, nullptr, kCpython},
-    {"cpython.executable", false, base("python"), kAnything, nullptr, kCpython},
-    {"cpython.eval_private", false, kAnything, prefix("_PyEval_"), nullptr, kCpython},
-    {"cpython.eval_public", false, kAnything, prefix("PyEval_"), nullptr, kCpython},
+    {"cpython.libpython", false, base("libpython"), kAnything, "", kCpython},
+    {"cpython.executable", false, base("python"), kAnything, "", kCpython},
+    {"cpython.eval_private", false, kAnything, prefix("_PyEval_"), "", kCpython},
+    {"cpython.eval_public", false, kAnything, prefix("PyEval_"), "", kCpython},
 
     // ---- Python: generated code first
-    {"fx.graph_code", true, prefix("<eval_with_key>"), kAnything, nullptr, kFxGraph},
-    {"dynamo.resume_function", true, kAnything, contains("torch_dynamo_resume_in_"), nullptr,
+    {"fx.graph_code", true, prefix("<eval_with_key>"), kAnything, "", kFxGraph},
+    {"dynamo.resume_function", true, kAnything, contains("torch_dynamo_resume_in_"), "",
      kDynamoResume},
-    {"triton.cache.python", true, triton_cache(), kAnything, nullptr, kTritonPy},
-    {"inductor.output_code", true, inductor_cache(), kAnything, nullptr, kInductorOutput},
+    {"triton.cache.python", true, triton_cache(), kAnything, "", kTritonPy},
+    {"inductor.output_code", true, inductor_cache(), kAnything, "", kInductorOutput},
     // ---- Python: torch/_dynamo and its compile stack
-    {"dynamo.eval_frame.python", true, contains("/torch/_dynamo/eval_frame.py"), kAnything, nullptr,
+    {"dynamo.eval_frame.python", true, contains("/torch/_dynamo/eval_frame.py"), kAnything, "",
      kDynamoEvalFramePy},
     {"dynamo.convert_frame.python", true, contains("/torch/_dynamo/convert_frame.py"), kAnything,
-     nullptr, kDynamoConvert},
+     "", kDynamoConvert},
     {"dynamo.symbolic_convert.python", true, contains("/torch/_dynamo/symbolic_convert.py"),
-     kAnything, nullptr, kDynamoTrace},
-    {"dynamo.guards.python", true, contains("/torch/_dynamo/guards.py"), kAnything, nullptr,
+     kAnything, "", kDynamoTrace},
+    {"dynamo.guards.python", true, contains("/torch/_dynamo/guards.py"), kAnything, "",
      kDynamoGuardsPy},
-    {"dynamo.output_graph.python", true, contains("/torch/_dynamo/output_graph.py"), kAnything,
-     nullptr, kDynamoOutput},
+    {"dynamo.output_graph.python", true, contains("/torch/_dynamo/output_graph.py"), kAnything, "",
+     kDynamoOutput},
     {"dynamo.compiled_autograd.python", true, contains("/torch/_dynamo/compiled_autograd.py"),
-     kAnything, nullptr, kDynamoAutograd},
-    {"dynamo.python", true, contains("/torch/_dynamo/"), kAnything, nullptr, kDynamoPy},
-    {"aot_autograd.module", true, contains("/torch/_functorch/aot_autograd.py"), kAnything, nullptr,
+     kAnything, "", kDynamoAutograd},
+    {"dynamo.python", true, contains("/torch/_dynamo/"), kAnything, "", kDynamoPy},
+    {"aot_autograd.module", true, contains("/torch/_functorch/aot_autograd.py"), kAnything, "",
      kAotAutograd},
-    {"aot_autograd.package", true, contains("/torch/_functorch/_aot_autograd/"), kAnything, nullptr,
+    {"aot_autograd.package", true, contains("/torch/_functorch/_aot_autograd/"), kAnything, "",
      kAotAutograd},
-    {"inductor.python", true, contains("/torch/_inductor/"), kAnything, nullptr, kInductorPy},
-    {"fx.python", true, contains("/torch/fx/"), kAnything, nullptr, kFx},
-    {"triton.python", true, contains("-packages/triton/"), kAnything, nullptr, kTritonPy},
-    {"torch.python", true, contains("-packages/torch/"), kAnything, nullptr, kTorchPy},
+    {"inductor.python", true, contains("/torch/_inductor/"), kAnything, "", kInductorPy},
+    {"fx.python", true, contains("/torch/fx/"), kAnything, "", kFx},
+    {"triton.python", true, contains("-packages/triton/"), kAnything, "", kTritonPy},
+    {"torch.python", true, contains("-packages/torch/"), kAnything, "", kTorchPy},
     // ---- Python: the standard library, other packages; the rest is user code
-    {"stdlib.frozen", true, prefix("<frozen "), kAnything, nullptr, kStdlib},
+    {"stdlib.frozen", true, prefix("<frozen "), kAnything, "", kStdlib},
     {"stdlib.lib", true, glob("*/lib/python3.*/*"), kAnything, "-packages/", kStdlib},
-    {"library.packages", true, contains("-packages/"), kAnything, nullptr, kLibrary},
+    {"library.packages", true, contains("-packages/"), kAnything, "", kLibrary},
     // numpy's __array_function__ dispatch shims (numpy < 1.25) name no file.
-    {"library.numpy_dispatch", true, prefix("<__array_function__ internals>"), kAnything, nullptr,
+    {"library.numpy_dispatch", true, prefix("<__array_function__ internals>"), kAnything, "",
      kLibrary},
 };
 
@@ -327,7 +333,7 @@ const OriginRule* first_match(bool python, const char* where, const char* what) 
   for (const OriginRule& r : kRules) {
     if (r.python != python) continue;
     if (!matches(r.where, where) || !matches(r.what, what)) continue;
-    if (r.unless && where && str_find(where, str_len(where), r.unless)) continue;
+    if (r.unless[0] && where && str_find(where, str_len(where), r.unless)) continue;
     return &r;
   }
   return nullptr;

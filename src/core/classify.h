@@ -20,15 +20,21 @@
 
 namespace faultline::core {
 
+// The table holds its text, no pointers: a table of pointers is relocated
+// by the loader at every start (a copy-on-write of its pages in every
+// process under the preload, ~50 us a page in a virtual machine).
 struct Origin {
-  const char* id;     // "dynamo"
-  const char* layer;  // "Dynamo guard evaluation" (for the diagnosis)
-  bool user;          // user code (the frame a diagnosis names as "while calling")
+  char id[16];     // "dynamo"
+  char layer[48];  // "Dynamo guard evaluation" (for the diagnosis)
+  bool user;       // user code (the frame a diagnosis names as "while calling")
   // Generated code whose file or module names carry hashes or counters
   // (Inductor output, Triton cache, FX `<eval_with_key>.N`): a crash
   // signature should hash `id` and the symbol or function, not the path.
   bool generated;
 };
+
+// The longest pattern a rule may hold, with its terminating NUL.
+constexpr int kMatchTextMax = 384;
 
 // How one side of a rule matches a string (module path or symbol; Python
 // file or function). Patterns are plain text, never regular expressions;
@@ -50,18 +56,18 @@ enum class MatchKind : uint8_t {
 
 struct Match {
   MatchKind kind;
-  const char* text;
+  char text[kMatchTextMax];  // "" for kinds that take no text
 };
 
 // One row of the table. `where` tests the module path (native) or
 // co_filename (Python); `what` the symbol or co_name. Both must match, and
 // `unless` (a substring of the path, or nullptr) must not occur.
 struct OriginRule {
-  const char* name;  // stable rule name, for tests and docs ("dynamo.guards.native")
-  bool python;       // a rule for Python frames (else native frames)
+  char name[40];  // stable rule name, for tests and docs ("dynamo.guards.native")
+  bool python;    // a rule for Python frames (else native frames)
   Match where;
   Match what;
-  const char* unless;
+  char unless[24];  // "": no exception
   Origin origin;
 };
 

@@ -30,9 +30,10 @@ enum class Phase : uint8_t {
   kCount,
 };
 
+// Text, not pointers: no relocation of the table at load.
 struct PhaseInfo {
-  const char* id;    // "unwind": the key in the report's phases_ns and in messages
-  const char* text;  // "unwind: fault while unwinding ...": what a fault inside it means
+  char id[24];    // "unwind": the key in the report's phases_ns and in messages
+  char text[72];  // "unwind: fault while unwinding ...": what a fault inside it means
 };
 
 const PhaseInfo& phase_info(Phase p);

@@ -30,7 +30,7 @@ const char* unwinder_name(Unwinder u) {
 
 void write_registers(JsonWriter& w, const ucontext_t& uc) {
   struct Reg {
-    const char* name;
+    char name[8];  // text, not a pointer: no relocation at load
     int index;
   };
   static const Reg kRegs[] = {

@@ -7,7 +7,8 @@ namespace {
 
 // Sensitive words, normalised (lower case, '_' between words). Matched
 // anywhere in a key: "--db-password", "HF_TOKEN", "x-api-key".
-const char* const kSensitive[] = {"password",   "passwd",      "pwd",        "secret",
+// Text, not pointers: no relocation of the table at load.
+const char kSensitive[][16] = {"password",   "passwd",      "pwd",        "secret",
                                   "token",      "api_key",     "apikey",     "auth",
                                   "credential", "private_key", "privatekey", "access_key",
                                   "accesskey",  "session_key", "cookie"};

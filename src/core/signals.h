@@ -4,17 +4,20 @@
 
 namespace faultline::core {
 
+// The tables hold their text (no pointers): a table of pointers is
+// relocated by the loader at every start, a copy-on-write of its pages in
+// every process under the preload.
 struct SignalInfo {
   int number;
-  const char* name;         // "SIGSEGV"
-  const char* description;  // "Segmentation fault" (faulthandler's wording)
+  char name[12];         // "SIGSEGV"
+  char description[40];  // "Segmentation fault" (faulthandler's wording)
 };
 
 struct SignalCodeInfo {
   int signo;  // 0: applies to any signal
   int code;
-  const char* name;         // "SEGV_MAPERR"
-  const char* description;  // "address not mapped to object"
+  char name[16];         // "SEGV_MAPERR"
+  char description[56];  // "address not mapped to object"
 };
 
 // nullptr when unknown.

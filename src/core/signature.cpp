@@ -23,7 +23,8 @@ void SignatureHash::finish(char* out) const {
 namespace {
 
 bool is_raise_symbol(const char* sym) {
-  static const char* const kNames[] = {"raise",
+  // Text, not pointers: no relocation of the table at load.
+  static const char kNames[][40] = {"raise",
                                        "abort",
                                        "__pthread_kill_implementation",
                                        "__pthread_kill_internal",

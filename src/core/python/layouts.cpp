@@ -253,7 +253,7 @@ const char* layout_from_debug_offsets(const uint8_t* image, size_t image_len, Py
 
 void for_each_layout_field(const PyLayout& l, void (*fn)(const char*, long, void*), void* ctx) {
   struct Field {
-    const char* name;
+    char name[48];  // text, not a pointer: no relocation of the table at load
     int PyLayout::*member;
   };
   static const Field kFields[] = {
@@ -302,7 +302,7 @@ void for_each_debug_offset_position(int minor, void (*fn)(const char*, long, voi
   }
   if (!p) return;
   struct Field {
-    const char* name;
+    char name[56];  // text, not a pointer: no relocation of the table at load
     int DebugOffsetsPositions::*member;
   };
   static const Field kFields[] = {
