@@ -92,8 +92,11 @@ void classify_set_cache_dirs(const char* inductor_dir, const char* triton_dir);
 // the default locations (torchinductor_<user>, .triton/cache) are recognised.
 // Inline so that getenv is compiled into the install-time caller, never into
 // the crash-path objects.
-inline void classify_init() {
-  classify_set_cache_dirs(getenv("TORCHINDUCTOR_CACHE_DIR"), getenv("TRITON_CACHE_DIR"));
+// `first`: the first install, which skips the call when neither is set.
+inline void classify_init(bool first = false) {
+  const char* inductor = getenv("TORCHINDUCTOR_CACHE_DIR");
+  const char* triton = getenv("TRITON_CACHE_DIR");
+  if (!first || inductor || triton) classify_set_cache_dirs(inductor, triton);
 }
 
 // The glob used by MatchKind::kGlob, exposed for tests.

@@ -30,10 +30,12 @@ void torchelastic_set_error_file(const char* path);
 
 // Install time: reads TORCHELASTIC_ERROR_FILE. Inline so that getenv is
 // compiled into the install-time caller, never into the crash-path objects.
-inline void torchelastic_init() {
+// `first`: the first install, which skips the call when it is unset.
+inline void torchelastic_init(bool first = false) {
   // secure_getenv: a setuid/setgid program must not let its caller choose a
   // file it overwrites (nullptr under AT_SECURE).
-  torchelastic_set_error_file(secure_getenv("TORCHELASTIC_ERROR_FILE"));
+  const char* path = secure_getenv("TORCHELASTIC_ERROR_FILE");
+  if (!first || path) torchelastic_set_error_file(path);
 }
 
 // True when an error file will be written.

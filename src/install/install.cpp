@@ -390,6 +390,9 @@ extern "C" {
 // CPython's runtime state, exported by every CPython build (the interpreter
 // or libpython). Weak: 0 in a process without one. Only its address is used.
 extern char _PyRuntime __attribute__((weak));
+// std::set_terminate, in the C++ runtime. Weak: 0 when no module in the
+// global scope defines it. Only its address is used.
+void _ZSt13set_terminatePFvvE() __attribute__((weak));
 
 int faultline_install(const faultline_options* caller) {
   // The caller's struct in this library's layout (install/options.h).
@@ -400,9 +403,10 @@ int faultline_install(const faultline_options* caller) {
   Config* cfg = &g_crash.config;
   // CrashState is all zeros until here (in .bss: its pages cost nothing
   // until written, and one fault each, not a read and a copy-on-write).
-  static bool first = true;
+  static bool installed_before = false;
+  bool first = !installed_before;
   if (first) {
-    first = false;
+    installed_before = true;
     g_crash.reserved_fd = -1;
   }
   if (!g_crash.installed) cfg->dir_fd = -1;
@@ -454,8 +458,10 @@ int faultline_install(const faultline_options* caller) {
     ModuleTable none = {};
     python_init(&none);
   }
-  classify_init();
-  torchelastic_init();
+  // The first install leaves what is unset alone: those globals are zeros
+  // already, and even reading one is a page fault at start.
+  classify_init(first);
+  torchelastic_init(first);
   cfg->write_stderr = opts->write_stderr != 0;
   open_report_dir(cfg, opts->report_dir);
   stderr_remember();
@@ -489,10 +495,18 @@ int faultline_install(const faultline_options* caller) {
   }
   reserve_fd();
   threads_init(cfg->thread_signal);
-  install_dump_signal(dump_signo);
-  arm_dump_timer(opts->dump_after_seconds, dump_signo);
+  if (dump_signo > 0 || !first) {
+    install_dump_signal(dump_signo);
+    arm_dump_timer(opts->dump_after_seconds, dump_signo);
+  }
   set_thread_altstacks(opts->thread_altstacks != 0);
-  install_terminate_handler();
+  // At the preload's install every loaded module is in the global scope, so
+  // the weak reference says whether the C++ runtime is there, without a
+  // walk of the modules under the loader's lock. One loaded later is hooked
+  // at the next thread start (thread_stacks.cpp), as before.
+  if (!(first && g_argv_from_constructor) || &_ZSt13set_terminatePFvvE != nullptr) {
+    install_terminate_handler();
+  }
   g_stay_in_front = opts->stay_in_front != 0;
   if (!g_argv_from_constructor) read_cmdline(cfg);
   if (cfg->start_sec == 0) {
