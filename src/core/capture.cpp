@@ -1,6 +1,9 @@
 #include "core/capture.h"
 
+#include <fcntl.h>
+#include <linux/kcmp.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,10 +23,29 @@
 namespace faultline::core {
 namespace {
 
-void release_reserved_fd() {
-  int fd = __atomic_exchange_n(&g_crash.reserved_fd, -1, __ATOMIC_ACQ_REL);
-  // Only if the number is still ours: never close the program's file.
-  if (fd >= 0 && fd_still(fd, g_crash.reserved_id)) close(fd);
+// A spare that duplicates the report directory's descriptor is ours only
+// if the kernel says both name one open file (the program may have closed
+// it and opened the same directory at that number); where kcmp cannot
+// answer, the file's identity decides, as for a /dev/null spare.
+bool reserve_still_ours(int fd, const FdIdentity& id) {
+  const FdIdentity& dir = g_crash.dir_id;
+  int dir_fd = g_crash.config.dir_fd;
+  if (dir_fd >= 0 && id.valid && id.dev == dir.dev && id.ino == dir.ino) {
+    pid_t pid = sys_getpid();
+    long same =
+        syscall(SYS_kcmp, static_cast<long>(pid), static_cast<long>(pid),
+                static_cast<long>(KCMP_FILE), static_cast<long>(fd), static_cast<long>(dir_fd));
+    if (same >= 0) return same == 0;
+  }
+  return fd_still(fd, id);
+}
+
+void release_reserved_fds() {
+  for (int i = 0; i < kReservedFds; ++i) {
+    int fd = __atomic_exchange_n(&g_crash.reserved_fd[i], -1, __ATOMIC_ACQ_REL);
+    // Only if the number is still ours: never close the program's file.
+    if (fd >= 0 && reserve_still_ours(fd, g_crash.reserved_id[i])) close(fd);
+  }
 }
 
 void capture_annotations(Capture* c, Arena* arena) {
@@ -99,10 +121,34 @@ const char* capture_kind_name(CaptureKind k) {
   return "crash";
 }
 
+void reserve_fds() {
+  for (int i = 0; i < kReservedFds; ++i) {
+    if (__atomic_load_n(&g_crash.reserved_fd[i], __ATOMIC_ACQUIRE) >= 0) continue;
+    // A duplicate of the report directory's descriptor: one system call,
+    // and what it is is known already.
+    int fd = -1;
+    FdIdentity id = g_crash.dir_id;
+    if (g_crash.config.dir_fd >= 0 && id.valid) {
+      fd = fcntl(g_crash.config.dir_fd, F_DUPFD_CLOEXEC, 0);
+    }
+    if (fd < 0) {
+      fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      id = fd_identity(fd);
+    }
+    if (fd < 0) return;
+    g_crash.reserved_id[i] = id;
+    int none = -1;
+    if (!__atomic_compare_exchange_n(&g_crash.reserved_fd[i], &none, fd, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+      close(fd);
+    }
+  }
+}
+
 Capture* begin_capture() {
-  // Frees the descriptor reserved at install: a process that ran out of file
-  // descriptors can still read symbol tables and write its report.
-  release_reserved_fd();
+  // Frees the descriptors reserved at install: a process that ran out of
+  // them can still read symbol tables and write its report.
+  release_reserved_fds();
   safe_read_check_fds();
   g_crash.arena.reset();
   Capture* c = static_cast<Capture*>(g_crash.arena.alloc(sizeof(Capture), alignof(Capture)));

@@ -92,6 +92,9 @@ struct Capture {
 // Starts a capture afresh in the crash arena (and frees the descriptor kept
 // in reserve, so the report can be opened). nullptr without an arena.
 Capture* begin_capture();
+// Keeps kReservedFds descriptors in reserve for the next capture (install,
+// and after a live dump). Async-signal-safe.
+void reserve_fds();
 
 // Runs every capture phase for the signal signo (info, ucontext ucv) on the
 // calling thread, then the diagnosis.

@@ -67,17 +67,21 @@ struct Config {
   char dir[4096]{};   // absolute report directory (for messages)
 };
 
+constexpr int kReservedFds = 3;
+
 // All zeros until the first install (in .bss: a page costs one fault when
 // first written, not a read and a copy-on-write). The small fields every
 // install writes come first, next to the start of Config.
 struct CrashState {
   bool installed{};
   pid_t pid{};  // our pid, updated in fork children
-  // Closed at crash time so a report can be opened; set by the first
-  // install (-1 if none). Never closed unless reserved_id still matches.
-  int reserved_fd{};
-  FdIdentity reserved_id{};  // what reserved_fd is (the program may reuse the number)
-  FdIdentity dir_id{};       // what config.dir_fd is
+  // Closed at crash time so that a process out of descriptors can still
+  // make the safe reader's pipe (two), open a symbol table and its report
+  // (one more); set by the first install (-1 if none). Never closed unless
+  // still ours (see release_reserved_fds).
+  int reserved_fd[kReservedFds]{};
+  FdIdentity reserved_id[kReservedFds]{};  // what each is (the program may reuse the number)
+  FdIdentity dir_id{};                     // what config.dir_fd is
   bool handled[65]{};
   // previous[s] was installed after faultline (kept behind it by the
   // sigaction interposer), not found there at install.

@@ -10,6 +10,14 @@ namespace faultline::core {
 namespace {
 
 constexpr size_t kCrashStackBytes = 512u << 10;
+constexpr size_t kPage = 4096;
+
+// In .bss, not mapped at the first capture: the crashes that most need the
+// crash stack (out of memory: RLIMIT_AS, vm.max_map_count, overcommit off)
+// are the ones where a mapping made then would fail, and a zero page costs
+// nothing until the stack is used. Not at install either: two system calls
+// every process would pay.
+alignas(kPage) char g_crash_stack_area[kPage + kCrashStackBytes];
 
 void trampoline_body(void (*fn)(void*), void* arg) {
   // Off the alternate stack now: disable it while we run, so a fault in the
@@ -59,12 +67,10 @@ void run_on_crash_stack(void (*fn)(void*), void* arg) {
 
 bool make_crash_stack() {
   if (g_handler.crash_stack) return true;
-  size_t page = 4096;
-  void* p = mmap(nullptr, kCrashStackBytes + page, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-  if (p == MAP_FAILED) return false;
-  mprotect(p, page, PROT_NONE);  // a guard page below it
-  g_handler.crash_stack = static_cast<char*>(p) + page;
+  // The first page guards the stack below it. If mprotect fails (out of
+  // memory to split the mapping), the stack goes without a guard page.
+  mprotect(g_crash_stack_area, kPage, PROT_NONE);
+  g_handler.crash_stack = g_crash_stack_area + kPage;
   return true;
 }
 

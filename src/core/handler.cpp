@@ -294,14 +294,8 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
   run_on_crash_stack(dump_work, &work);
   real_sigaction(SIGPIPE, &old_pipe, nullptr);
   if (work.written) g_handler.dumps_written.fetch_add(1, std::memory_order_acq_rel);
-  // The process goes on: keep a descriptor in reserve again.
-  int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  int none = -1;
-  if (spare >= 0) g_crash.reserved_id = fd_identity(spare);
-  if (spare >= 0 && !__atomic_compare_exchange_n(&g_crash.reserved_fd, &none, spare, false,
-                                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    close(spare);
-  }
+  // The process goes on: keep descriptors in reserve again.
+  reserve_fds();
   g_handler.owner.store(0, std::memory_order_release);
   if (g_crash.config.exit_after_dump && info->si_code == SI_TIMER) _exit(1);
   int deferred = g_handler.deferred_signal.exchange(0, std::memory_order_acq_rel);

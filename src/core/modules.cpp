@@ -13,7 +13,12 @@ namespace faultline::core {
 namespace {
 
 char g_exe_path[4096];
-const char* g_execfn = "";  // AT_EXECFN: the path as the kernel was given it
+const char* g_execfn = nullptr;  // AT_EXECFN: the path as the kernel was given it
+const char* execfn() {
+  return g_execfn ? g_execfn : "";
+}
+// modules_exe_path(): 0 not read, 1 being read, 2 ready.
+volatile int g_exe_path_state = 0;
 uintptr_t g_exe_phdr = 0;
 size_t g_exe_phnum = 0;
 uintptr_t g_vdso = 0;
@@ -72,19 +77,27 @@ const char* modules_exe_path() {
   // 1: being read, 2: ready. A caller that finds another thread reading
   // waits a bounded time, then makes do with the path the kernel was asked
   // to execute.
-  static volatile int state = 0;
+  volatile int& state = g_exe_path_state;
   int expected = 0;
   if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2 &&
       __atomic_compare_exchange_n(&state, &expected, 1, false, __ATOMIC_ACQ_REL,
                                   __ATOMIC_ACQUIRE)) {
     long n = readlink("/proc/self/exe", g_exe_path, sizeof g_exe_path - 1);
+    // A binary replaced while it ran (a package upgrade) reads as
+    // "/usr/bin/prog (deleted)": the path it was started from is the one
+    // to name (and to group crashes by).
     g_exe_path[n > 0 ? n : 0] = '\0';
+    constexpr char kDeleted[] = " (deleted)";
+    constexpr long kDeletedLen = sizeof kDeleted - 1;
+    if (n > kDeletedLen && str_eq(g_exe_path + n - kDeletedLen, kDeleted)) {
+      g_exe_path[n - kDeletedLen] = '\0';
+    }
     // No /proc: the path the kernel was asked to execute will do.
-    if (n <= 0) str_copy(g_exe_path, sizeof g_exe_path, g_execfn);
+    if (n <= 0) str_copy(g_exe_path, sizeof g_exe_path, execfn());
     __atomic_store_n(&state, 2, __ATOMIC_RELEASE);
   }
   for (int spins = 0; __atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2; ++spins) {
-    if (spins > 1000000) return g_execfn;
+    if (spins > 1000000) return execfn();
   }
   return g_exe_path;
 }
@@ -96,6 +109,13 @@ void modules_init() {
   g_exe_phdr = getauxval(AT_PHDR);
   g_exe_phnum = getauxval(AT_PHNUM);
   g_vdso = getauxval(AT_SYSINFO_EHDR);
+}
+
+void modules_reset_after_fork() {
+  // The thread that was reading the path is not in the child.
+  int reading = 1;
+  __atomic_compare_exchange_n(&g_exe_path_state, &reading, 0, false, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
 }
 
 namespace {

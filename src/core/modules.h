@@ -30,6 +30,8 @@ int find_module(const ModuleTable& table, uintptr_t pc);
 // Install-time: remembers where the executable's program headers are (from
 // the auxiliary vector: no system call).
 void modules_init();
+// In a fork child: a path the parent was still reading is read again.
+void modules_reset_after_fork();
 // The main executable's path (the link map names it ""): /proc/self/exe, read
 // at the first call, else the path given to execve. Async-signal-safe.
 const char* modules_exe_path();

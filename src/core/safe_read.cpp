@@ -45,11 +45,18 @@ bool read_vm(void* dst, uintptr_t addr, size_t n, int* err) {
 bool open_pipe() {
   if (g_pipe[0] >= 0) return true;
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+    // No pipe (out of descriptors even after the capture freed its
+    // reserve): no reads at all, and the report says so ("none").
+    g_method = static_cast<int>(SafeReadMethod::kNone);
+    return false;
+  }
   g_pipe_id[0] = fd_identity(fds[0]);
   g_pipe_id[1] = fd_identity(fds[1]);
   g_pipe[1] = fds[1];
-  g_pipe[0] = fds[0];
+  // Published last: safe_read_check_fds (the owner, without g_pipe_busy)
+  // sees a whole pipe or none.
+  __atomic_store_n(&g_pipe[0], fds[0], __ATOMIC_RELEASE);
   return true;
 }
 
@@ -99,8 +106,8 @@ void safe_read_init() {
 }
 
 void safe_read_check_fds() {
-  if (g_pipe[0] >= 0 &&
-      (!fd_still(g_pipe[0], g_pipe_id[0]) || !fd_still(g_pipe[1], g_pipe_id[1]))) {
+  int r = __atomic_load_n(&g_pipe[0], __ATOMIC_ACQUIRE);
+  if (r >= 0 && (!fd_still(r, g_pipe_id[0]) || !fd_still(g_pipe[1], g_pipe_id[1]))) {
     // The program closed or reused our pipe: never write its files.
     g_pipe[0] = g_pipe[1] = -1;
   }

@@ -93,6 +93,7 @@ void atfork_child() {
   reset_ownership_after_fork();
   threads_reset_after_fork();
   safe_read_reset_after_fork();
+  modules_reset_after_fork();
   thread_state_reset_after_fork();
   // The forking thread's signal stack, under its new id: one of faultline's
   // per-thread stacks, or the one install gave the installing thread.
@@ -109,23 +110,6 @@ void atfork_child() {
   module_snapshot_after_fork();
 }
 
-void reserve_fd() {
-  if (g_crash.reserved_fd >= 0) return;
-  // A duplicate of the report directory's descriptor: one system call, and
-  // what it is is known already (an open and an fstat of /dev/null cost
-  // ~3x as much at start).
-  int dir = g_crash.config.dir_fd;
-  if (dir >= 0 && g_crash.dir_id.valid) {
-    int fd = fcntl(dir, F_DUPFD_CLOEXEC, 0);
-    if (fd >= 0) {
-      g_crash.reserved_id = g_crash.dir_id;
-      g_crash.reserved_fd = fd;
-      return;
-    }
-  }
-  g_crash.reserved_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  g_crash.reserved_id = fd_identity(g_crash.reserved_fd);
-}
 constexpr int kDefaultWatchdogSeconds = 10;
 
 void warn_bad(const char* var, const char* value, const char* why) {
@@ -407,7 +391,7 @@ int faultline_install(const faultline_options* caller) {
   bool first = !installed_before;
   if (first) {
     installed_before = true;
-    g_crash.reserved_fd = -1;
+    for (int& fd : g_crash.reserved_fd) fd = -1;
   }
   if (!g_crash.installed) cfg->dir_fd = -1;
   // A second install (enable() after the preload, the C API twice) keeps the
@@ -493,7 +477,7 @@ int faultline_install(const faultline_options* caller) {
     atfork_done = pthread_atfork(module_snapshot_before_fork, module_snapshot_after_fork_parent,
                                  atfork_child) == 0;
   }
-  reserve_fd();
+  reserve_fds();
   threads_init(cfg->thread_signal);
   if (dump_signo > 0 || !first) {
     install_dump_signal(dump_signo);

@@ -326,3 +326,49 @@ def test_a_real_time_signal_is_named_and_the_report_valid(tmp_path):
     with open(path) as f:
         doc = fltest.validate(json.load(f))
     assert doc["signal"]["name"] == "SIGRTMIN+5" and doc["signal"]["number"] == signal.SIGRTMIN + 5
+
+
+# --- out of descriptors where process_vm_readv is denied ------------------------------------
+
+def test_pipe_reader_works_with_descriptors_exhausted(tmp_path):
+    # The safe reader's pipe is made by the first read that needs it, at crash
+    # time; in a process out of descriptors it needs two of the ones kept in
+    # reserve (and the report a third). Before the reserve held three, this
+    # report had no modules and one unnamed frame.
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path))
+    p = subprocess.run([fltest.program("seccomp_launcher"), fltest.program("threads"), "fd-exhaust"],
+                       env=env, capture_output=True, timeout=60)
+    assert p.returncode == -signal.SIGSEGV, p.stderr
+    reports = glob.glob(str(tmp_path / "faultline-*.json"))
+    assert len(reports) == 1, p.stderr
+    rep = fltest.validate(json.load(open(reports[0])))
+    assert rep["faultline"]["safe_read"] == "pipe"
+    assert rep["modules"], rep["faultline"]["errors"]
+    assert fltest.native_symbols(fltest.crashed_thread(rep))[0] == "crash_now"
+
+
+# --- an executable replaced while it runs ---------------------------------------------------
+
+def test_executable_deleted_while_running_is_named_by_its_path(tmp_path):
+    # A package upgrade replaces the binary under a running process; the
+    # kernel then names it "<path> (deleted)". The report names the path (the
+    # same for crashes before and after the upgrade, so they group).
+    exe = tmp_path / "crasher-copy"
+    shutil.copy(CRASHER, exe)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    script = textwrap.dedent(f"""
+        import os
+        fd = os.open({str(exe)!r}, os.O_RDONLY)
+        os.set_inheritable(fd, True)
+        os.unlink({str(exe)!r})
+        os.execv(f"/proc/self/fd/{{fd}}", ["crasher-copy", "null-read"])
+    """)
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(reports))
+    p = subprocess.run([PY, "-c", script], env=env, capture_output=True, timeout=60)
+    assert p.returncode == -signal.SIGSEGV, p.stderr
+    found = glob.glob(str(reports / "faultline-*.json"))
+    assert len(found) == 1, p.stderr
+    rep = fltest.validate(json.load(open(found[0])))
+    main = [m for m in rep["modules"] if m.get("main")]
+    assert [m["path"] for m in main] == [str(exe)], main

@@ -40,14 +40,15 @@ InstallState g_install;
 
 // Where glibc's struct pthread keeps the kernel tid, found at first use
 // (only interpreters without native_thread_id need it; at every start it
-// cost a process_vm_readv, a gettid and a getpid). -2: not looked for yet,
-// -1: unknown. Two threads looking at once find the same answer.
+// cost a process_vm_readv, a gettid and a getpid). -1: not found yet (a
+// failure is not kept: the next capture, maybe on a thread whose memory is
+// intact, looks again). Two threads looking at once find the same answer.
 long pthread_tid_offset() {
-  static volatile long offset = -2;
+  static volatile long offset = -1;
   long v = __atomic_load_n(&offset, __ATOMIC_RELAXED);
-  if (v == -2) {
+  if (v < 0) {
     v = python::find_pthread_tid_offset();
-    __atomic_store_n(&offset, v, __ATOMIC_RELAXED);
+    if (v >= 0) __atomic_store_n(&offset, v, __ATOMIC_RELAXED);
   }
   return v;
 }
