@@ -9,9 +9,9 @@ namespace {
 // anywhere in a key: "--db-password", "HF_TOKEN", "x-api-key".
 // Text, not pointers: no relocation of the table at load.
 const char kSensitive[][16] = {"password",   "passwd",      "pwd",        "secret",
-                                  "token",      "api_key",     "apikey",     "auth",
-                                  "credential", "private_key", "privatekey", "access_key",
-                                  "accesskey",  "session_key", "cookie"};
+                               "token",      "api_key",     "apikey",     "auth",
+                               "credential", "private_key", "privatekey", "access_key",
+                               "accesskey",  "session_key", "cookie"};
 
 char norm(char c) {
   if (c >= 'A' && c <= 'Z') return static_cast<char>(c - 'A' + 'a');

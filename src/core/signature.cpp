@@ -25,13 +25,13 @@ namespace {
 bool is_raise_symbol(const char* sym) {
   // Text, not pointers: no relocation of the table at load.
   static const char kNames[][40] = {"raise",
-                                       "abort",
-                                       "__pthread_kill_implementation",
-                                       "__pthread_kill_internal",
-                                       "pthread_kill",
-                                       "gsignal",
-                                       "__GI_raise",
-                                       "__GI_abort"};
+                                    "abort",
+                                    "__pthread_kill_implementation",
+                                    "__pthread_kill_internal",
+                                    "pthread_kill",
+                                    "gsignal",
+                                    "__GI_raise",
+                                    "__GI_abort"};
   if (!sym) return false;
   for (const char* n : kNames) {
     if (str_eq(sym, n)) return true;
