@@ -1,6 +1,7 @@
-// A snapshot of the loaded modules, made outside the signal path (at install
-// and after each dlopen/dlclose), so the crash handler does not read ~200
-// modules' program headers and build-id notes at crash time.
+// A snapshot of the loaded modules, made outside the signal path (at the
+// first pthread_create and after each dlopen/dlclose), so the crash handler
+// does not read ~200 modules' program headers and build-id notes at crash
+// time.
 //
 // The snapshot is taken under the loader's lock (inside dl_iterate_phdr) and
 // records the link-map node of every module. Two buffers: a refresh writes

@@ -30,7 +30,8 @@ struct PythonCapture {
   bool present;      // a CPython runtime was found
   char version[24];  // "3.11.7"
   uint32_t hexversion;
-  uintptr_t runtime;  // address of _PyRuntime
+  uintptr_t runtime;      // address of _PyRuntime
+  bool found_at_install;  // the install's answer was used (no symbol lookup at crash time)
   int nthreads;
   int threads_total;
   PyThread* threads;
@@ -53,6 +54,18 @@ int interleave_frames(const ThreadCapture& native, const PyThread& py, const Mod
 // Install-time: locate the runtime if Python is already loaded, and prepare
 // anything the walker needs (layouts, offsets). Safe to call more than once.
 void python_init(const ModuleTable* modules_or_null);
+
+// CPython's exported symbols as the loader bound them, and the module that
+// defines _PyRuntime (install time: no symbol table is read).
+struct PythonExports {
+  const char* path;       // the module's path (its name gives 3.9/3.10's version)
+  uintptr_t module_base;  // its lowest mapped address (Module::base)
+  uintptr_t runtime;      // _PyRuntime
+  uintptr_t py_version;   // Py_Version (3.11+), else 0
+  uintptr_t code_type, bytes_type, unicode_type;
+};
+// Install-time: python_init from those addresses.
+void python_init_exports(const PythonExports& e);
 
 // Crash time. max_frames bounds each thread's frames; max_threads the threads.
 void capture_python(const ModuleTable& modules, Arena* arena, PythonCapture* out, int max_threads,

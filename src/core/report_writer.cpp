@@ -163,6 +163,7 @@ void write_python(JsonWriter& w, const Capture& c) {
     w.field_str("version", c.python.version);
     w.field_str("implementation", "cpython");
     w.field_hex("runtime", c.python.runtime);
+    w.field_str("runtime_found", c.python.found_at_install ? "install" : "crash");
     w.field_num("threads_total", c.python.threads_total);
     w.end_object();
   } else {

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -259,6 +260,14 @@ void install_altstack() {
   }
 }
 
+// True when `where` is the executable: its program headers (AT_PHDR) sit at
+// the start of its first mapping. dladdr names it by argv[0].
+bool is_main_object(const Dl_info& where) {
+  uintptr_t phdr = getauxval(AT_PHDR);
+  uintptr_t base = reinterpret_cast<uintptr_t>(where.dli_fbase);
+  return phdr >= base && phdr - base < 65536;
+}
+
 void read_cmdline(Config* cfg) {
   int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
@@ -371,9 +380,16 @@ static void read_chain_order(Config* cfg) {
 
 extern "C" {
 
-// CPython's runtime state, exported by every CPython build (the interpreter
-// or libpython). Weak: 0 in a process without one. Only its address is used.
+// CPython's runtime state and the objects the walker checks pointers
+// against, exported by every CPython build (the interpreter or libpython;
+// Py_Version since 3.11). Weak: 0 in a process without them. Only their
+// addresses are used: the loader binds them with the library's other
+// relocations, in the scope dlsym(RTLD_DEFAULT) would search.
 extern char _PyRuntime __attribute__((weak));
+extern char Py_Version __attribute__((weak));
+extern char PyCode_Type __attribute__((weak));
+extern char PyBytes_Type __attribute__((weak));
+extern char PyUnicode_Type __attribute__((weak));
 // std::set_terminate, in the C++ runtime. Weak: 0 when no module in the
 // global scope defines it. Only its address is used.
 void _ZSt13set_terminatePFvvE() __attribute__((weak));
@@ -411,34 +427,29 @@ int faultline_install(const faultline_options* caller) {
     }
   }
   read_chain_order(cfg);
-  // A weak reference, bound by the loader with the library's other
-  // relocations: free, where a failed dlsym in every C program formats an
-  // error message with malloc (~70 us of start-up on a small VM).
-  if (&_PyRuntime != nullptr) {
-    // The interpreter is looked for in the module snapshot, made now, not
-    // in a second walk of the link map through the SafeReader. Elsewhere
-    // the snapshot waits for the first dlopen or pthread_create (their
-    // hooks refresh it): until then the process has only the modules the
-    // loader mapped at start, which a crash reads from the link map in a few
-    // batched reads, and a program that never loads a module or starts a
-    // thread (most short-lived C programs) does not pay for it at start.
-    module_snapshot_refresh();
-    Arena scratch{};
-    ModuleTable table = {};
-    CfiModules cfi = {};
-    int n = module_snapshot_count() + 16;
-    table.capacity = n;
-    if (scratch.init(1u << 20) && (table.items = scratch.alloc_array<Module>(n)) &&
-        module_snapshot_use(&table, &cfi, &scratch)) {
-      python_init(&table);
-    } else {
-      python_init(nullptr);
-    }
-    scratch.release();
+  // Weak references (above): no failed dlsym in every C program (it formats
+  // an error with malloc, ~70 us of start-up on a small VM), and in Python
+  // no module snapshot and no symbol-table reads at start (~0.4 ms): the
+  // snapshot waits for the first dlopen or pthread_create, as elsewhere.
+  Dl_info where = {};
+  if (&_PyRuntime != nullptr && dladdr(&_PyRuntime, &where) && where.dli_fbase) {
+    PythonExports e = {};
+    // The executable is named by argv[0]; its real path says 3.9/3.10's
+    // version where Py_Version does not exist.
+    e.path = where.dli_fname && strchr(where.dli_fname, '/') && !is_main_object(where)
+                 ? where.dli_fname
+                 : modules_exe_path();
+    e.module_base = reinterpret_cast<uintptr_t>(where.dli_fbase);
+    e.runtime = reinterpret_cast<uintptr_t>(&_PyRuntime);
+    e.py_version = reinterpret_cast<uintptr_t>(&Py_Version);
+    e.code_type = reinterpret_cast<uintptr_t>(&PyCode_Type);
+    e.bytes_type = reinterpret_cast<uintptr_t>(&PyBytes_Type);
+    e.unicode_type = reinterpret_cast<uintptr_t>(&PyUnicode_Type);
+    python_init_exports(e);
   } else {
     // No exported CPython runtime (every CPython build exports it): no
-    // interpreter to look for in a C program. One loaded later, or hidden
-    // in a local scope, is found at crash time.
+    // interpreter to look for now. One loaded later, or hidden in a local
+    // scope, is found at crash time.
     ModuleTable none = {};
     python_init(&none);
   }

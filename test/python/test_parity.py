@@ -78,3 +78,20 @@ def test_same_frames_as_faulthandler(python, script, runs_by_python):
     # released it and no one took it.
     holders = [t for t in report["threads"] if t.get("holds_gil")]
     assert len(holders) <= 1
+
+
+@pytest.mark.parametrize("python", pyenvs.interpreter_params())
+def test_interpreter_known_from_the_install(python, runs_by_python):
+    # The install finds the interpreter through CPython's exported symbols as
+    # the loader bound them (no symbol tables read at start); a crash uses
+    # that answer. "crash" here would mean the install-time path failed and
+    # every crash paid for a lookup in the modules' symbol tables.
+    python = pyenvs.require(python)
+    _, fl = runs_for(python, runs_by_python)[SCENARIOS[0]]
+    rep = fl.report
+    ver = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    # 3.9 and 3.10 have no Py_Version: their minor version comes from the
+    # module's name ("3.9").
+    assert ver == rep["python"]["version"] or ver.startswith(rep["python"]["version"] + ".")
+    assert rep["python"]["runtime_found"] == "install"

@@ -52,7 +52,9 @@ void format_version(Runtime* rt, int minor) {
   if (level == 0xc) b.add("rc").add_dec(v & 0xf);
 }
 
-const char* layout_for_module(const Module& m, SymbolLookup* syms, uintptr_t runtime, Runtime* rt) {
+// The layout of the runtime at `runtime`, defined by the module at `path`;
+// py_version: the address of Py_Version, or 0.
+const char* layout_for(const char* path, uintptr_t py_version, uintptr_t runtime, Runtime* rt) {
   // 3.13+: the runtime describes itself.
   uint8_t image[kDebugOffsetsMaxBytes];
   bool have_image = safe_read(image, runtime, sizeof image);
@@ -66,14 +68,13 @@ const char* layout_for_module(const Module& m, SymbolLookup* syms, uintptr_t run
   }
   // 3.11+ export Py_Version (PY_VERSION_HEX); older ones say it in the name.
   int minor = -1;
-  uintptr_t pv = syms->find("Py_Version");
   uint64_t hex = 0;
-  if (pv && safe_read_obj(&hex, pv) && (hex >> 24) == 3) {
+  if (py_version && safe_read_obj(&hex, py_version) && (hex >> 24) == 3) {
     rt->hexversion = static_cast<uint32_t>(hex);
     minor = static_cast<int>((hex >> 16) & 0xff);
   } else {
     rt->hexversion = 0;
-    minor = minor_from_name(m.path);
+    minor = minor_from_name(path);
   }
   if (minor >= 13) return "python: 3.13+ runtime without _Py_DebugOffsets";
   const PyLayout* l = layout_for_minor(minor);
@@ -97,7 +98,7 @@ const char* locate_runtime(const ModuleTable& modules, Runtime* rt, bool exporte
       syms.close();
       continue;
     }
-    const char* why = layout_for_module(m, &syms, addr, rt);
+    const char* why = layout_for(m.path, syms.find("Py_Version"), addr, rt);
     if (!why) {
       rt->address = addr;
       rt->module_base = m.base;
@@ -110,6 +111,20 @@ const char* locate_runtime(const ModuleTable& modules, Runtime* rt, bool exporte
     return why;
   }
   return kNoRuntime;
+}
+
+const char* runtime_from_exports(const PythonExports& e, Runtime* rt) {
+  rt->found = false;
+  if (!e.runtime || !e.path) return kNoRuntime;
+  const char* why = layout_for(e.path, e.py_version, e.runtime, rt);
+  if (why) return why;
+  rt->address = e.runtime;
+  rt->module_base = e.module_base;
+  rt->code_type = e.code_type;
+  rt->bytes_type = e.bytes_type;
+  rt->unicode_type = e.unicode_type;
+  rt->found = true;
+  return nullptr;
 }
 
 long find_pthread_tid_offset() {

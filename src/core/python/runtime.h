@@ -9,6 +9,7 @@
 
 #include "core/frames.h"
 #include "core/modules.h"
+#include "core/python.h"
 #include "core/python/layouts.h"
 
 namespace faultline::core::python {
@@ -34,6 +35,10 @@ struct Runtime {
 // exports these), never a scan of the full symbol tables: a C program
 // pays for one failed hash lookup in its executable at start-up.
 const char* locate_runtime(const ModuleTable& modules, Runtime* rt, bool exported_only = false);
+
+// The same from addresses the loader already bound (install time): no
+// module table, no symbol lookup.
+const char* runtime_from_exports(const PythonExports& e, Runtime* rt);
 
 extern const char kNoRuntime[];
 

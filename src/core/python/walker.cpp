@@ -293,6 +293,14 @@ void python_init(const ModuleTable* modules_or_null) {
   if (own) scratch.release();
 }
 
+void python_init_exports(const PythonExports& e) {
+  Runtime rt = {};
+  if (python::runtime_from_exports(e, &rt) == nullptr) {
+    g_install.runtime = rt;
+    g_install.have_runtime = true;
+  }
+}
+
 void capture_python(const ModuleTable& modules, Arena* arena, PythonCapture* out, int max_threads,
                     int max_frames, CaptureErrors* errors) {
   out->present = false;
@@ -316,6 +324,7 @@ void capture_python(const ModuleTable& modules, Arena* arena, PythonCapture* out
   str_copy(out->version, sizeof out->version, rt.version);
   out->hexversion = rt.hexversion;
   out->runtime = rt.address;
+  out->found_at_install = cached;
   out->threads = arena->alloc_array<PyThread>(static_cast<size_t>(max_threads));
   if (!out->threads) {
     errors->add("python: arena exhausted before the thread list");
