@@ -17,6 +17,8 @@ const char* g_execfn = nullptr;  // AT_EXECFN: the path as the kernel was given 
 const char* execfn() {
   return g_execfn ? g_execfn : "";
 }
+// The path no longer names the running executable (see module_file).
+bool g_exe_deleted = false;
 // modules_exe_path(): 0 not read, 1 being read, 2 ready.
 volatile int g_exe_path_state = 0;
 uintptr_t g_exe_phdr = 0;
@@ -91,6 +93,7 @@ const char* modules_exe_path() {
     constexpr long kDeletedLen = sizeof kDeleted - 1;
     if (n > kDeletedLen && str_eq(g_exe_path + n - kDeletedLen, kDeleted)) {
       g_exe_path[n - kDeletedLen] = '\0';
+      g_exe_deleted = true;
     }
     // No /proc: the path the kernel was asked to execute will do.
     if (n <= 0) str_copy(g_exe_path, sizeof g_exe_path, execfn());
@@ -100,6 +103,11 @@ const char* modules_exe_path() {
     if (spins > 1000000) return execfn();
   }
   return g_exe_path;
+}
+
+const char* module_file(const Module& m) {
+  if (m.is_main && g_exe_deleted) return "/proc/self/exe";
+  return m.path;
 }
 
 void modules_init() {

@@ -21,6 +21,8 @@ FdIdentity g_pipe_id[2];
 // One pipe is shared: a reader claims it with this flag (never waits on a
 // lock: after a bounded spin it gives up and reports failure).
 volatile int g_pipe_busy = 0;
+// Set when pipe2 failed: the method is "none" until the next capture.
+volatile int g_pipe_failed = 0;
 // 4 KiB per pipe round trip keeps each write atomic and the pipe never full.
 constexpr size_t kPipeChunk = 4096;
 
@@ -47,7 +49,9 @@ bool open_pipe() {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
     // No pipe (out of descriptors even after the capture freed its
-    // reserve): no reads at all, and the report says so ("none").
+    // reserve): no reads for the rest of this capture, and the report says
+    // so ("none"); the next capture tries again (safe_read_new_capture).
+    g_pipe_failed = 1;
     g_method = static_cast<int>(SafeReadMethod::kNone);
     return false;
   }
@@ -105,6 +109,12 @@ void safe_read_init() {
   __atomic_store_n(&g_pipe_busy, 0, __ATOMIC_RELEASE);
 }
 
+void safe_read_new_capture() {
+  if (__atomic_exchange_n(&g_pipe_failed, 0, __ATOMIC_ACQ_REL)) {
+    g_method = static_cast<int>(SafeReadMethod::kPipe);
+  }
+}
+
 void safe_read_check_fds() {
   int r = __atomic_load_n(&g_pipe[0], __ATOMIC_ACQUIRE);
   if (r >= 0 && (!fd_still(r, g_pipe_id[0]) || !fd_still(g_pipe[1], g_pipe_id[1]))) {
@@ -156,6 +166,7 @@ void safe_read_reset_after_fork() {
   }
   // The child's own pipe is made by its first pipe read.
   g_pipe_busy = 0;
+  safe_read_new_capture();
 }
 
 void safe_read_force(SafeReadMethod m) {

@@ -25,6 +25,9 @@ void safe_read_init();
 // Crash time: stops using the pipe if the program closed or reused its
 // descriptors. Async-signal-safe.
 void safe_read_check_fds();
+// Crash time, at the start of a capture: a pipe that could not be made in
+// an earlier one (out of descriptors) is tried again. Async-signal-safe.
+void safe_read_new_capture();
 // In a fork child: drops the parent's pipe (its first pipe read makes its
 // own). Install-time context.
 void safe_read_reset_after_fork();

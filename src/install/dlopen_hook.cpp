@@ -26,6 +26,9 @@ extern "C" {
 
 // Read by the assembly below (hidden: neither name leaves the library).
 faultline::core::DlopenFn g_fl_real_dlopen = nullptr;
+// A dlopen ran before the install (a library's constructor, which runs
+// before the preload's): what it loaded may be out of the global scope.
+volatile int g_fl_dlopen_before_install = 0;
 
 // Runs on every dlopen, before it. Returns nothing; the stub then jumps to
 // g_fl_real_dlopen, resolved here on first use.
@@ -33,7 +36,11 @@ void fl_before_dlopen() {
   if (!g_fl_real_dlopen) {
     g_fl_real_dlopen = reinterpret_cast<faultline::core::DlopenFn>(dlsym(RTLD_NEXT, "dlopen"));
   }
-  if (faultline::core::g_crash.installed) faultline::core::module_snapshot_refresh(false);
+  if (faultline::core::g_crash.installed) {
+    faultline::core::module_snapshot_refresh(false);
+  } else {
+    g_fl_dlopen_before_install = 1;
+  }
 }
 
 }  // extern "C"

@@ -393,6 +393,8 @@ extern char PyUnicode_Type __attribute__((weak));
 // std::set_terminate, in the C++ runtime. Weak: 0 when no module in the
 // global scope defines it. Only its address is used.
 void _ZSt13set_terminatePFvvE() __attribute__((weak));
+// Set by the dlopen hook (dlopen_hook.cpp) for a dlopen before the install.
+extern volatile int g_fl_dlopen_before_install;
 
 int faultline_install(const faultline_options* caller) {
   // The caller's struct in this library's layout (install/options.h).
@@ -495,11 +497,13 @@ int faultline_install(const faultline_options* caller) {
     arm_dump_timer(opts->dump_after_seconds, dump_signo);
   }
   set_thread_altstacks(opts->thread_altstacks != 0);
-  // At the preload's install every loaded module is in the global scope, so
-  // the weak reference says whether the C++ runtime is there, without a
-  // walk of the modules under the loader's lock. One loaded later is hooked
-  // at the next thread start (thread_stacks.cpp), as before.
-  if (!(first && g_argv_from_constructor) || &_ZSt13set_terminatePFvvE != nullptr) {
+  // At the preload's install, unless a library's constructor called dlopen
+  // before it, every loaded module is in the global scope, so the weak
+  // reference says whether the C++ runtime is there, without a walk of the
+  // modules under the loader's lock. One loaded later is hooked at the next
+  // thread start (thread_stacks.cpp), as before.
+  bool scope_is_global = first && g_argv_from_constructor && !g_fl_dlopen_before_install;
+  if (!scope_is_global || &_ZSt13set_terminatePFvvE != nullptr) {
     install_terminate_handler();
   }
   g_stay_in_front = opts->stay_in_front != 0;

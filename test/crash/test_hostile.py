@@ -325,6 +325,19 @@ def test_program_that_closes_and_reuses_our_descriptors():
     fltest.validate(crashes[0])
 
 
+def test_spares_are_told_from_the_programs_descriptors_where_kcmp_is_denied():
+    # Without kcmp (denied by seccomp, as some container profiles do), a
+    # spare is ours only if it is still the report directory and still
+    # close-on-exec: the program's own opens of that directory, at the
+    # spares' numbers, are left open.
+    launcher = fltest.program("seccomp_launcher")
+    r = fltest.run([launcher, "-d", "312:1", THREADS, "reuse-fds"],  # kcmp: EPERM
+                   env={"FAULTLINE_DUMP": "1", "FAULTLINE_STDERR": "0"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "descriptors intact" in r.stdout
+    assert len(r.reports) == 3 and all(rep["kind"] == "dump" for rep in r.reports)
+
+
 def test_small_signal_stack_on_the_crashing_thread():
     # faulthandler and others replace the main thread's signal stack with a
     # small one; faultline moves to its own crash stack.

@@ -77,6 +77,17 @@ def test_terminate_in_cxx_runtime_loaded_late():
     assert "throw_late" in syms
 
 
+def test_terminate_in_cxx_runtime_loaded_by_a_constructor_before_ours():
+    # A library of the program loads the C++ runtime (RTLD_LOCAL, out of the
+    # weak reference's reach) in its constructor, which runs before the
+    # preload's: the install still hooks std::terminate, with no thread start.
+    r = fltest.run([fltest.program("latecxx_ctor")], env={"LATECXX_CTOR_LIB": LATECXX_LIB})
+    assert r.returncode == -signal.SIGABRT, r.stderr
+    rep = fltest.validate(r.report)
+    assert rep["kind"] == "terminate"
+    assert rep["exception"]["type"] == "St13runtime_error"
+
+
 def test_abort_reported_when_cxx_runtime_loaded_after_last_thread_start():
     # No thread start after the load: no hook, but the abort is reported.
     r = fltest.run([LATECXX, LATECXX_LIB])

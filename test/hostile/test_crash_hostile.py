@@ -347,6 +347,23 @@ def test_pipe_reader_works_with_descriptors_exhausted(tmp_path):
     assert fltest.native_symbols(fltest.crashed_thread(rep))[0] == "crash_now"
 
 
+@pytest.mark.parametrize("mode", ["once", "again", "elsewhere"])
+def test_descriptors_kept_in_reserve_across_installs(tmp_path, mode):
+    # A second install (after faultline_uninstall, or back from another
+    # directory) opens the report directory again; the spares kept from the
+    # first are still released at the crash, so a process out of descriptors
+    # still gets its report.
+    d, other = tmp_path / "reports", tmp_path / "other"
+    d.mkdir()
+    other.mkdir()
+    p = subprocess.run([fltest.program("reinstall"), str(d), mode, str(other)], env=clean_env(),
+                       capture_output=True, timeout=60)
+    assert p.returncode == -signal.SIGSEGV, p.stderr
+    reports = glob.glob(str(d / "faultline-*.json"))
+    assert len(reports) == 1, p.stderr
+    fltest.validate(json.load(open(reports[0])))
+
+
 # --- an executable replaced while it runs ---------------------------------------------------
 
 def test_executable_deleted_while_running_is_named_by_its_path(tmp_path):
@@ -355,6 +372,8 @@ def test_executable_deleted_while_running_is_named_by_its_path(tmp_path):
     # same for crashes before and after the upgrade, so they group).
     exe = tmp_path / "crasher-copy"
     shutil.copy(CRASHER, exe)
+    other = tmp_path / "other"  # what the upgrade puts at the path
+    shutil.copy(fltest.program("threads"), other)
     reports = tmp_path / "reports"
     reports.mkdir()
     script = textwrap.dedent(f"""
@@ -362,6 +381,7 @@ def test_executable_deleted_while_running_is_named_by_its_path(tmp_path):
         fd = os.open({str(exe)!r}, os.O_RDONLY)
         os.set_inheritable(fd, True)
         os.unlink({str(exe)!r})
+        os.rename({str(other)!r}, {str(exe)!r})
         os.execv(f"/proc/self/fd/{{fd}}", ["crasher-copy", "null-read"])
     """)
     env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(reports))
@@ -372,3 +392,5 @@ def test_executable_deleted_while_running_is_named_by_its_path(tmp_path):
     rep = fltest.validate(json.load(open(found[0])))
     main = [m for m in rep["modules"] if m.get("main")]
     assert [m["path"] for m in main] == [str(exe)], main
+    # Named from the binary that ran, not from the one now at its path.
+    assert fltest.native_symbols(fltest.crashed_thread(rep))[0] == "null_read"

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -186,9 +187,30 @@ int main(int argc, char** argv) {
      * opens its own files, which get the numbers faultline had. Then live
      * dumps (SIGUSR2 under FAULTLINE_DUMP=1) and, with "crash", a crash. */
     for (int fd = 3; fd < 1024; ++fd) close(fd);
+    /* First the report directory itself, twice, not close-on-exec (as
+     * opendir(".") or open(".") before fchdir would): the same file as
+     * faultline's spares, at their numbers. */
+    const char* dir = getenv("FAULTLINE_DIR");
+    int dirs[2];
+    struct stat before[2];
+    for (int i = 0; i < 2; ++i) {
+      dirs[i] = open(dir ? dir : ".", O_RDONLY | O_DIRECTORY);
+      fstat(dirs[i], &before[i]);
+    }
     int mine[8];
     for (int i = 0; i < 8; ++i) mine[i] = open("/dev/zero", O_RDONLY | O_CLOEXEC);
     for (int i = 0; i < 3; ++i) raise(SIGUSR2);
+    for (int i = 0; i < 2; ++i) {
+      /* Still the program's open: the same directory, and not close-on-exec
+       * (a duplicate faultline made at that number would be). */
+      struct stat now;
+      int flags = fcntl(dirs[i], F_GETFD);
+      if (fstat(dirs[i], &now) != 0 || now.st_ino != before[i].st_ino || flags < 0 ||
+          (flags & FD_CLOEXEC)) {
+        printf("descriptor %d (the directory) was taken from the program\n", dirs[i]);
+        return 7;
+      }
+    }
     char c;
     for (int i = 0; i < 8; ++i) {
       if (read(mine[i], &c, 1) != 1) {

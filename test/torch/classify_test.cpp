@@ -263,7 +263,7 @@ TEST_CASE("every rule of the table has a case above") {
     CAPTURE(rules[i].name);
     CHECK(names.insert(rules[i].name).second);  // names are unique
     CHECK(exercised().count(rules[i].name) == 1);
-    CHECK(rules[i].origin.id != nullptr);
-    CHECK(rules[i].origin.layer != nullptr);
+    CHECK(rules[i].origin.id[0] != '\0');
+    CHECK(rules[i].origin.layer[0] != '\0');
   }
 }
