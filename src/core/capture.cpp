@@ -1,7 +1,6 @@
 #include "core/capture.h"
 
 #include <fcntl.h>
-#include <linux/kcmp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -23,51 +22,15 @@
 namespace faultline::core {
 namespace {
 
-// 0: a and b are one open file; 1: they are not; -1: kcmp cannot say
-// (seccomp, a kernel without it).
-int same_open_file(int a, int b) {
-  pid_t pid = sys_getpid();
-  long r = syscall(SYS_kcmp, static_cast<long>(pid), static_cast<long>(pid),
-                   static_cast<long>(KCMP_FILE), static_cast<long>(a), static_cast<long>(b));
-  return r < 0 ? -1 : (r == 0 ? 0 : 1);
-}
-
-// The spares are duplicates made together, so each is one open file with
-// the others: a number the program closed and reused (even for the same
-// directory) is not, and is left alone. Where kcmp cannot answer, a spare
-// is taken as ours only if it is still the same file and still close-on-exec
-// (as every spare is; a program's open(".") usually is not).
-bool reserve_still_ours(const int* fds, int i, const FdIdentity& id) {
-  bool asked = false;
-  for (int j = 0; j < kReservedFds; ++j) {
-    if (j == i || fds[j] < 0) continue;
-    int same = same_open_file(fds[i], fds[j]);
-    if (same == 0) return true;
-    if (same == 1) asked = true;
-  }
-  int dir_fd = g_crash.config.dir_fd;
-  if (dir_fd >= 0) {
-    int same = same_open_file(fds[i], dir_fd);
-    if (same == 0) return true;
-    if (same == 1) asked = true;
-  }
-  if (asked) return false;
-  int flags = fcntl(fds[i], F_GETFD);
-  return flags >= 0 && (flags & FD_CLOEXEC) && fd_still(fds[i], id);
-}
-
+// The spares are the two ends of a pipe faultline made and a duplicate of
+// one: a file no one else can open, so a number that still names that pipe
+// is ours (the program may have closed a spare and reused its number, even
+// for a duplicate of its own files).
 void release_reserved_fds() {
-  int fds[kReservedFds];
   for (int i = 0; i < kReservedFds; ++i) {
-    fds[i] = __atomic_exchange_n(&g_crash.reserved_fd[i], -1, __ATOMIC_ACQ_REL);
-  }
-  bool ours[kReservedFds];
-  for (int i = 0; i < kReservedFds; ++i) {
-    ours[i] = fds[i] >= 0 && reserve_still_ours(fds, i, g_crash.reserved_id[i]);
-  }
-  // Only numbers still ours: never close the program's file.
-  for (int i = 0; i < kReservedFds; ++i) {
-    if (ours[i]) close(fds[i]);
+    int fd = __atomic_exchange_n(&g_crash.reserved_fd[i], -1, __ATOMIC_ACQ_REL);
+    // Only if the number is still ours: never close the program's file.
+    if (fd >= 0 && fd_still(fd, g_crash.reserved_id[i])) close(fd);
   }
 }
 
@@ -145,29 +108,23 @@ const char* capture_kind_name(CaptureKind k) {
 }
 
 void reserve_fds() {
-  // Every spare is a duplicate of one open file (release_reserved_fds tells
-  // ours from the program's by that): the report directory's descriptor,
-  // whose identity is known already, else one /dev/null opened here.
-  int source = -1;
-  FdIdentity id = g_crash.dir_id;
-  if (g_crash.config.dir_fd >= 0 && id.valid) source = g_crash.config.dir_fd;
   for (int i = 0; i < kReservedFds; ++i) {
-    if (__atomic_load_n(&g_crash.reserved_fd[i], __ATOMIC_ACQUIRE) >= 0) continue;
-    int fd = -1;
-    if (source >= 0) {
-      fd = fcntl(source, F_DUPFD_CLOEXEC, 0);
-    } else {
-      fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-      id = fd_identity(fd);
-      source = fd;
-    }
-    if (fd < 0) return;
-    g_crash.reserved_id[i] = id;
+    if (__atomic_load_n(&g_crash.reserved_fd[i], __ATOMIC_ACQUIRE) >= 0) return;  // still held
+  }
+  // A pipe: two descriptors in one system call, and an inode no other
+  // process or file shares (see release_reserved_fds); the third spare
+  // duplicates its read end.
+  int fds[kReservedFds];
+  if (pipe2(fds, O_CLOEXEC) != 0) return;
+  fds[2] = fcntl(fds[0], F_DUPFD_CLOEXEC, 0);
+  FdIdentity id = fd_identity(fds[0]);
+  for (int i = 0; i < kReservedFds; ++i) {
     int none = -1;
-    if (!__atomic_compare_exchange_n(&g_crash.reserved_fd[i], &none, fd, false, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE)) {
-      close(fd);  // another reserve ran: it keeps the set (fd may have been the source)
-      return;
+    if (fds[i] < 0) continue;
+    g_crash.reserved_id[i] = id;
+    if (!__atomic_compare_exchange_n(&g_crash.reserved_fd[i], &none, fds[i], false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      close(fds[i]);
     }
   }
 }

@@ -93,7 +93,7 @@ struct Capture {
 // in reserve, so the report can be opened). nullptr without an arena.
 Capture* begin_capture();
 // Keeps kReservedFds descriptors in reserve for the next capture (install,
-// and after a live dump). Async-signal-safe.
+// and after a live dump), once all were released. Async-signal-safe.
 void reserve_fds();
 
 // Runs every capture phase for the signal signo (info, ucontext ucv) on the

@@ -77,8 +77,8 @@ struct CrashState {
   pid_t pid{};  // our pid, updated in fork children
   // Closed at crash time so that a process out of descriptors can still
   // make the safe reader's pipe (two), open a symbol table and its report
-  // (one more); set by the first install (-1 if none). Never closed unless
-  // still ours (see release_reserved_fds).
+  // (one more): a pipe's two ends and a duplicate (see reserve_fds); set by
+  // the first install (-1 if none). Never closed unless still ours.
   int reserved_fd[kReservedFds]{};
   FdIdentity reserved_id[kReservedFds]{};  // what each is (the program may reuse the number)
   FdIdentity dir_id{};                     // what config.dir_fd is

@@ -131,7 +131,7 @@ bool SymbolLookup::open(const Module& module, bool exported) {
   hash_ready = false;
   versym_off = 0;
   if (module.is_vdso || !module.path || !module.path[0]) return false;
-  fd = ::open(module_file(module), O_RDONLY | O_CLOEXEC);
+  fd = open_module_file(module);
   if (fd < 0) return false;
   ElfSource src;
   src.fd = fd;

@@ -197,7 +197,7 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
   if (module.is_vdso) {
     src.mem = module.bias;
   } else if (module.path && module.path[0]) {
-    src.fd = open(module_file(module), O_RDONLY | O_CLOEXEC);
+    src.fd = open_module_file(module);
   }
   if (src.fd < 0 && !src.mem) {
     errors->add("symbols: a module file could not be opened (frames left unnamed)");

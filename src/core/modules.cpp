@@ -1,6 +1,7 @@
 #include "core/modules.h"
 
 #include <elf.h>
+#include <fcntl.h>
 #include <link.h>
 #include <sys/auxv.h>
 #include <unistd.h>
@@ -17,8 +18,6 @@ const char* g_execfn = nullptr;  // AT_EXECFN: the path as the kernel was given 
 const char* execfn() {
   return g_execfn ? g_execfn : "";
 }
-// The path no longer names the running executable (see module_file).
-bool g_exe_deleted = false;
 // modules_exe_path(): 0 not read, 1 being read, 2 ready.
 volatile int g_exe_path_state = 0;
 uintptr_t g_exe_phdr = 0;
@@ -93,7 +92,6 @@ const char* modules_exe_path() {
     constexpr long kDeletedLen = sizeof kDeleted - 1;
     if (n > kDeletedLen && str_eq(g_exe_path + n - kDeletedLen, kDeleted)) {
       g_exe_path[n - kDeletedLen] = '\0';
-      g_exe_deleted = true;
     }
     // No /proc: the path the kernel was asked to execute will do.
     if (n <= 0) str_copy(g_exe_path, sizeof g_exe_path, execfn());
@@ -105,9 +103,14 @@ const char* modules_exe_path() {
   return g_exe_path;
 }
 
-const char* module_file(const Module& m) {
-  if (m.is_main && g_exe_deleted) return "/proc/self/exe";
-  return m.path;
+int open_module_file(const Module& m) {
+  if (m.is_main) {
+    // The binary that runs, even if its path now holds another (replaced
+    // before or after the path was read).
+    int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) return fd;
+  }
+  return m.path && m.path[0] ? open(m.path, O_RDONLY | O_CLOEXEC) : -1;
 }
 
 void modules_init() {

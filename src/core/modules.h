@@ -35,9 +35,10 @@ void modules_reset_after_fork();
 // The main executable's path (the link map names it ""): /proc/self/exe, read
 // at the first call, else the path given to execve. Async-signal-safe.
 const char* modules_exe_path();
-// The file to read a module's symbols and tables from: its path, except for
-// an executable replaced while it ran (a package upgrade), whose path now
-// holds another binary: /proc/self/exe still reaches the one running.
-const char* module_file(const Module& m);
+// Opens the file to read a module's symbols and tables from: its path,
+// except for the executable, read through /proc/self/exe (its path may
+// hold another binary since a package upgrade). -1 if it cannot be opened.
+// Async-signal-safe.
+int open_module_file(const Module& m);
 
 }  // namespace faultline::core

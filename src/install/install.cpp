@@ -45,6 +45,9 @@
 #define FAULTLINE_VERSION "0.0.0"
 #endif
 
+// Set by the dlopen hook (dlopen_hook.cpp) for a dlopen before the install.
+extern "C" volatile int g_fl_dlopen_before_install;
+
 namespace faultline::core {
 namespace {
 
@@ -262,6 +265,15 @@ void install_altstack() {
 
 // True when `where` is the executable: its program headers (AT_PHDR) sit at
 // the start of its first mapping. dladdr names it by argv[0].
+bool libunwind_load_quietly(const char** why) {
+  // faultline's own dlopen goes through its dlopen hook too: it is not a
+  // library constructor's load out of the global scope.
+  int before = g_fl_dlopen_before_install;
+  bool ok = faultline::install::libunwind_load(why);
+  g_fl_dlopen_before_install = before;
+  return ok;
+}
+
 bool is_main_object(const Dl_info& where) {
   uintptr_t phdr = getauxval(AT_PHDR);
   uintptr_t base = reinterpret_cast<uintptr_t>(where.dli_fbase);
@@ -393,8 +405,6 @@ extern char PyUnicode_Type __attribute__((weak));
 // std::set_terminate, in the C++ runtime. Weak: 0 when no module in the
 // global scope defines it. Only its address is used.
 void _ZSt13set_terminatePFvvE() __attribute__((weak));
-// Set by the dlopen hook (dlopen_hook.cpp) for a dlopen before the install.
-extern volatile int g_fl_dlopen_before_install;
 
 int faultline_install(const faultline_options* caller) {
   // The caller's struct in this library's layout (install/options.h).
@@ -422,8 +432,8 @@ int faultline_install(const faultline_options* caller) {
   if (const char* u = secure_getenv("FAULTLINE_UNWINDER"); u && *u) {
     if (!unwinder_choose(u)) {
       warn_bad("FAULTLINE_UNWINDER", u, "expected cfi, cfi+libunwind or libunwind");
-    } else if (const char* why = ""; unwinder_choice() != UnwinderChoice::kCfi &&
-                                     !faultline::install::libunwind_load(&why)) {
+    } else if (const char* why = "";
+               unwinder_choice() != UnwinderChoice::kCfi && !libunwind_load_quietly(&why)) {
       raw_log("faultline: FAULTLINE_UNWINDER=", u, ": libunwind could not be loaded (");
       raw_log(why, "); using the CFI unwinder\n");
     }

@@ -326,10 +326,10 @@ def test_program_that_closes_and_reuses_our_descriptors():
 
 
 def test_spares_are_told_from_the_programs_descriptors_where_kcmp_is_denied():
-    # Without kcmp (denied by seccomp, as some container profiles do), a
-    # spare is ours only if it is still the report directory and still
-    # close-on-exec: the program's own opens of that directory, at the
-    # spares' numbers, are left open.
+    # The spares are a pipe only faultline holds: the program's own opens of
+    # the report directory and its duplicates of one file (stdout twice), at
+    # the spares' numbers, are left open. kcmp is denied (as some container
+    # profiles do): nothing here may depend on it.
     launcher = fltest.program("seccomp_launcher")
     r = fltest.run([launcher, "-d", "312:1", THREADS, "reuse-fds"],  # kcmp: EPERM
                    env={"FAULTLINE_DUMP": "1", "FAULTLINE_STDERR": "0"})

@@ -7,8 +7,8 @@
  * dump-wait N (threads wait; the test sends dump signals; exits 0 on stdin EOF). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <link.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -51,7 +51,9 @@ static void* waiter(void* arg) {
   return NULL;
 }
 
-NOINLINE void crash_now(void) { *g_null = 1; }
+NOINLINE void crash_now(void) {
+  *g_null = 1;
+}
 
 NOINLINE int overflow(int n) {
   volatile char pad[512];
@@ -74,7 +76,9 @@ static void* blocked_thread(void* arg) {
   return NULL;
 }
 
-NOINLINE void simultaneous_crash(void) { *g_null = 2; }
+NOINLINE void simultaneous_crash(void) {
+  *g_null = 2;
+}
 static void* crasher_thread(void* arg) {
   (void)arg;
   pthread_barrier_wait(&g_barrier);
@@ -197,9 +201,25 @@ int main(int argc, char** argv) {
       dirs[i] = open(dir ? dir : ".", O_RDONLY | O_DIRECTORY);
       fstat(dirs[i], &before[i]);
     }
+    /* Then two duplicates of one open file (stdout saved twice): one file
+     * at two numbers, as two of faultline's spares are. */
+    int outs[2] = {dup(1), dup(1)};
     int mine[8];
     for (int i = 0; i < 8; ++i) mine[i] = open("/dev/zero", O_RDONLY | O_CLOEXEC);
     for (int i = 0; i < 3; ++i) raise(SIGUSR2);
+    struct stat out;
+    fstat(1, &out);
+    for (int i = 0; i < 2; ++i) {
+      /* Still stdout's copy, and not close-on-exec (a number faultline
+       * closed and reused would be neither). */
+      struct stat now;
+      int flags = fcntl(outs[i], F_GETFD);
+      if (fstat(outs[i], &now) != 0 || now.st_ino != out.st_ino || flags < 0 ||
+          (flags & FD_CLOEXEC)) {
+        printf("descriptor %d (stdout's copy) was taken from the program\n", outs[i]);
+        return 7;
+      }
+    }
     for (int i = 0; i < 2; ++i) {
       /* Still the program's open: the same directory, and not close-on-exec
        * (a duplicate faultline made at that number would be). */
@@ -226,8 +246,8 @@ int main(int argc, char** argv) {
     /* Like Python's faulthandler: the main thread's signal stack is replaced
      * by a small one (8 KiB, guard pages on both sides, so an overrun faults
      * instead of silently corrupting memory). */
-    char* region = mmap(NULL, 3 * 4096 + 8192, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char* region =
+        mmap(NULL, 3 * 4096 + 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     mprotect(region, 4096, PROT_NONE);
     mprotect(region + 4096 + 8192, 4096, PROT_NONE);
     stack_t ss = {0};
