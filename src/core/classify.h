@@ -61,7 +61,7 @@ struct Match {
 
 // One row of the table. `where` tests the module path (native) or
 // co_filename (Python); `what` the symbol or co_name. Both must match, and
-// `unless` (a substring of the path, or nullptr) must not occur.
+// `unless` (a substring of the path, or "") must not occur.
 struct OriginRule {
   char name[40];  // stable rule name, for tests and docs ("dynamo.guards.native")
   bool python;    // a rule for Python frames (else native frames)

@@ -124,9 +124,8 @@ uintptr_t scan_symtabs(const ElfSource& src, const char* name) {
 
 }  // namespace
 
-bool SymbolLookup::open(const Module& module, bool exported) {
+bool SymbolLookup::open(const Module& module) {
   close();
-  exported_only = exported;
   bias = module.bias;
   hash_ready = false;
   versym_off = 0;
@@ -146,7 +145,6 @@ uintptr_t SymbolLookup::find(const char* name) {
   uint64_t value = 0;
   int r = hash_ready ? gnu_hash_find(src, *this, name, &value) : -1;
   if (r == 1) return bias + value;
-  if (exported_only) return 0;
   value = scan_symtabs(src, name);
   return value ? bias + value : 0;
 }
@@ -158,7 +156,7 @@ void SymbolLookup::close() {
 
 uintptr_t lookup_symbol_address(const Module& module, const char* name) {
   SymbolLookup l;
-  l.open(module, false);
+  l.open(module);
   uintptr_t r = l.find(name);
   l.close();
   return r;

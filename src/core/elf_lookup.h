@@ -14,18 +14,17 @@ namespace faultline::core {
 uintptr_t lookup_symbol_address(const Module& module, const char* name);
 
 // Several lookups in one module: the file is opened and its section headers
-// read once. With `exported_only`, only .dynsym's GNU hash table is asked (a
-// few reads per name), never a scan of the symbol tables.
+// read once; .dynsym's GNU hash table is asked first, the symbol tables are
+// scanned for what it does not export.
 struct SymbolLookup {
   int fd = -1;
   uintptr_t bias = 0;
-  bool exported_only = false;
   bool hash_ready = false;
   uint64_t hash_off = 0, sym_off = 0, str_off = 0, str_size = 0, versym_off = 0;
   uint32_t header[4] = {};  // the hash table's: nbuckets, symoffset, bloom words, shift
 
-  bool open(const Module& module, bool exported_only);  // false: no file to read
-  uintptr_t find(const char* name);                     // 0 if absent
+  bool open(const Module& module);   // false: no file to read
+  uintptr_t find(const char* name);  // 0 if absent
   void close();
 };
 

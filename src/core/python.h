@@ -51,10 +51,6 @@ struct FrameRef {
 int interleave_frames(const ThreadCapture& native, const PyThread& py, const ModuleTable& modules,
                       FrameRef* out, int cap);
 
-// Install-time: locate the runtime if Python is already loaded, and prepare
-// anything the walker needs (layouts, offsets). Safe to call more than once.
-void python_init(const ModuleTable* modules_or_null);
-
 // CPython's exported symbols as the loader bound them, and the module that
 // defines _PyRuntime (install time: no symbol table is read).
 struct PythonExports {
@@ -64,7 +60,8 @@ struct PythonExports {
   uintptr_t py_version;   // Py_Version (3.11+), else 0
   uintptr_t code_type, bytes_type, unicode_type;
 };
-// Install-time: python_init from those addresses.
+// Install-time: remembers the runtime those addresses describe (its
+// layout), so a crash need not look for it. Safe to call more than once.
 void python_init_exports(const PythonExports& e);
 
 // Crash time. max_frames bounds each thread's frames; max_threads the threads.

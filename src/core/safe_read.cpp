@@ -64,13 +64,22 @@ bool open_pipe() {
   return true;
 }
 
-bool read_pipe(void* dst, uintptr_t addr, size_t n) {
-  int spins = 0;
-  while (__atomic_exchange_n(&g_pipe_busy, 1, __ATOMIC_ACQUIRE)) {
+// Claims the pipe: a bounded spin, never a wait on a lock. False: given up.
+bool lock_pipe() {
+  for (int spins = 0; __atomic_exchange_n(&g_pipe_busy, 1, __ATOMIC_ACQUIRE);) {
     if (++spins > 1000000) return false;
   }
+  return true;
+}
+
+void unlock_pipe() {
+  __atomic_store_n(&g_pipe_busy, 0, __ATOMIC_RELEASE);
+}
+
+bool read_pipe(void* dst, uintptr_t addr, size_t n) {
+  if (!lock_pipe()) return false;
   if (!open_pipe()) {
-    __atomic_store_n(&g_pipe_busy, 0, __ATOMIC_RELEASE);
+    unlock_pipe();
     return false;
   }
   bool ok = true;
@@ -94,19 +103,16 @@ bool read_pipe(void* dst, uintptr_t addr, size_t n) {
     addr += chunk;
     n -= chunk;
   }
-  __atomic_store_n(&g_pipe_busy, 0, __ATOMIC_RELEASE);
+  unlock_pipe();
   return ok;
 }
 
 }  // namespace
 
 void safe_read_init() {
-  int spins = 0;
-  while (__atomic_exchange_n(&g_pipe_busy, 1, __ATOMIC_ACQUIRE)) {
-    if (++spins > 1000000) return;
-  }
+  if (!lock_pipe()) return;
   open_pipe();
-  __atomic_store_n(&g_pipe_busy, 0, __ATOMIC_RELEASE);
+  unlock_pipe();
 }
 
 void safe_read_new_capture() {

@@ -458,13 +458,10 @@ int faultline_install(const faultline_options* caller) {
     e.bytes_type = reinterpret_cast<uintptr_t>(&PyBytes_Type);
     e.unicode_type = reinterpret_cast<uintptr_t>(&PyUnicode_Type);
     python_init_exports(e);
-  } else {
-    // No exported CPython runtime (every CPython build exports it): no
-    // interpreter to look for now. One loaded later, or hidden in a local
-    // scope, is found at crash time.
-    ModuleTable none = {};
-    python_init(&none);
   }
+  // Else no exported CPython runtime (every CPython build exports it): no
+  // interpreter to look for now. One loaded later, or hidden in a local
+  // scope, is found at crash time.
   // The first install leaves what is unset alone: those globals are zeros
   // already, and even reading one is a page fault at start.
   classify_init(first);

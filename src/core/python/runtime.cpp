@@ -86,29 +86,27 @@ const char* layout_for(const char* path, uintptr_t py_version, uintptr_t runtime
 
 }  // namespace
 
-const char* locate_runtime(const ModuleTable& modules, Runtime* rt, bool exported_only) {
+const char* locate_runtime(const ModuleTable& modules, Runtime* rt) {
   rt->found = false;
   for (int i = 0; i < modules.count; ++i) {
     const Module& m = modules.items[i];
     if (!may_define_runtime(m)) continue;
     SymbolLookup syms;
-    if (!syms.open(m, exported_only)) continue;
-    uintptr_t addr = syms.find("_PyRuntime");
-    if (!addr) {
+    if (!syms.open(m)) continue;
+    PythonExports e = {};
+    e.runtime = syms.find("_PyRuntime");
+    if (!e.runtime) {
       syms.close();
       continue;
     }
-    const char* why = layout_for(m.path, syms.find("Py_Version"), addr, rt);
-    if (!why) {
-      rt->address = addr;
-      rt->module_base = m.base;
-      rt->code_type = syms.find("PyCode_Type");
-      rt->bytes_type = syms.find("PyBytes_Type");
-      rt->unicode_type = syms.find("PyUnicode_Type");
-      rt->found = true;
-    }
+    e.path = m.path;
+    e.module_base = m.base;
+    e.py_version = syms.find("Py_Version");
+    e.code_type = syms.find("PyCode_Type");
+    e.bytes_type = syms.find("PyBytes_Type");
+    e.unicode_type = syms.find("PyUnicode_Type");
     syms.close();
-    return why;
+    return runtime_from_exports(e, rt);
   }
   return kNoRuntime;
 }

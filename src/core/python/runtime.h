@@ -29,12 +29,8 @@ struct Runtime {
 
 // Async-signal-safe (open/pread/close and the SafeReader). Fills *rt from the
 // first module that defines _PyRuntime. Returns nullptr on success, else why
-// not (a static string); "no runtime" is reported as kNoRuntime. With
-// `exported_only` (install time), only the modules' exported symbols are
-// asked (a few reads through the GNU hash table; every CPython build
-// exports these), never a scan of the full symbol tables: a C program
-// pays for one failed hash lookup in its executable at start-up.
-const char* locate_runtime(const ModuleTable& modules, Runtime* rt, bool exported_only = false);
+// not (a static string); "no runtime" is reported as kNoRuntime.
+const char* locate_runtime(const ModuleTable& modules, Runtime* rt);
 
 // The same from addresses the loader already bound (install time): no
 // module table, no symbol lookup.

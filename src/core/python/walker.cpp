@@ -1,4 +1,4 @@
-// The CPython frame walker: capture_python() and python_init().
+// The CPython frame walker: capture_python() and python_init_exports().
 //
 // Crash path. No heap (the arena only), no locks, every pointer of the
 // interpreter read through safe_read(); the thread and frame loops are
@@ -264,34 +264,6 @@ pid_t native_tid(const PyLayout& l, uintptr_t tstate, uint64_t thread_id) {
 }
 
 }  // namespace
-
-void python_init(const ModuleTable* modules_or_null) {
-  ModuleTable table = {};
-  Arena scratch{};  // value-initialised: init() trusts base_ and size_
-  bool own = false;
-  const ModuleTable* modules = modules_or_null;
-  if (!modules) {
-    // 1 MiB: 1024 modules with their paths.
-    if (!scratch.init(1u << 20)) return;
-    own = true;
-    table.capacity = 1024;
-    table.items = scratch.alloc_array<Module>(1024);
-    CaptureErrors ignored = {};
-    if (!table.items || !collect_modules(&table, &scratch, &ignored)) {
-      scratch.release();
-      return;
-    }
-    modules = &table;
-  }
-  Runtime rt = {};
-  // Exported symbols only: a runtime found no other way is looked for
-  // again at crash time, in full.
-  if (python::locate_runtime(*modules, &rt, true) == nullptr) {
-    g_install.runtime = rt;
-    g_install.have_runtime = true;
-  }
-  if (own) scratch.release();
-}
 
 void python_init_exports(const PythonExports& e) {
   Runtime rt = {};
