@@ -194,22 +194,24 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
                              CaptureErrors* errors) {
   if (n <= 0) return true;
   ElfSource src;
+  bool replaced = false;
   if (module.is_vdso) {
     src.mem = module.bias;
   } else if (module.path && module.path[0]) {
-    src.fd = open_module_file(module);
+    src.fd = open_module_file(module, &replaced);
   }
-  if (src.fd < 0 && !src.mem) {
+  if (src.fd < 0 && !src.mem && !replaced) {
     errors->add("symbols: a module file could not be opened (frames left unnamed)");
     return false;
   }
   // The debug file's .symtab first when the module has none of its own,
-  // then the module's tables.
+  // then the module's tables. A module whose path now holds another file
+  // has only its debug file (found by the loaded build-id).
   SymTab tabs[3];
   ElfSource debug;
   int ntabs = 0;
   SymTab own[2];
-  int nown = find_symtabs(src, own);
+  int nown = replaced ? 0 : find_symtabs(src, own);
   if (nown < 0) {
     if (src.fd >= 0) close(src.fd);
     return false;
@@ -218,6 +220,13 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
     debug.fd = open_debug_file(module);
     SymTab dbg[2];
     if (debug.fd >= 0 && find_symtabs(debug, dbg) > 0 && dbg[0].full) tabs[ntabs++] = dbg[0];
+  }
+  if (replaced && ntabs == 0) {
+    if (debug.fd >= 0) close(debug.fd);
+    errors->add(
+        "symbols: a module's file was replaced on disk since it was loaded (its build-id "
+        "differs); its frames left unnamed");
+    return false;
   }
   for (int i = 0; i < nown; ++i) tabs[ntabs++] = own[i];
   if (ntabs == 0) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <sys/auxv.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/module_snapshot.h"
@@ -103,14 +104,100 @@ const char* modules_exe_path() {
   return g_exe_path;
 }
 
-int open_module_file(const Module& m) {
+namespace {
+
+// True when the ELF file open at fd carries the module's build-id.
+bool file_has_build_id(int fd, const Module& m) {
+  ElfW(Ehdr) eh;
+  if (pread(fd, &eh, sizeof eh, 0) != static_cast<ssize_t>(sizeof eh)) return false;
+  if (__builtin_memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0) {
+    return false;
+  }
+  ElfW(Phdr) ph[64];
+  size_t phnum = eh.e_phnum < 64 ? eh.e_phnum : 64;
+  ssize_t want = static_cast<ssize_t>(phnum * sizeof ph[0]);
+  if (pread(fd, ph, static_cast<size_t>(want), static_cast<off_t>(eh.e_phoff)) != want)
+    return false;
+  for (size_t i = 0; i < phnum; ++i) {
+    if (ph[i].p_type != PT_NOTE) continue;
+    uint8_t notes[256];  // the build-id note comes first in practice
+    size_t size = ph[i].p_filesz < sizeof notes ? ph[i].p_filesz : sizeof notes;
+    ssize_t got = pread(fd, notes, size, static_cast<off_t>(ph[i].p_offset));
+    if (got <= 0) continue;
+    Module file = {};
+    parse_build_id(&file, notes, static_cast<size_t>(got));
+    if (file.build_id_len == 0) continue;
+    if (file.build_id_len != m.build_id_len) return false;
+    for (int k = 0; k < m.build_id_len; ++k) {
+      if (file.build_id[k] != m.build_id[k]) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+struct MapFilesDirent {
+  uint64_t d_ino;
+  int64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[1];
+};
+
+// The module's first mapping as the kernel keeps it, whatever its path now
+// holds: /proc/self/map_files/<start>-<end> (opening one needs
+// CAP_SYS_ADMIN). -1 where there is none or it may not be opened.
+int open_mapped_file(const Module& m) {
+  char dirpath[] = "/proc/self/map_files/";
+  int dir = open(dirpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return -1;
+  char hex[24];
+  size_t hex_len = fmt_hex(hex, m.base);  // "0x..."; the kernel writes "%lx-%lx"
+  char want[24];
+  StrBuf w(want, sizeof want);
+  w.add_n(hex + 2, hex_len - 2).add("-");
+  int fd = -1;
+  char buf[4096];
+  for (bool done = false; !done;) {
+    long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      const MapFilesDirent* d = reinterpret_cast<const MapFilesDirent*>(buf + off);
+      off += d->d_reclen;
+      if (!str_starts_with(d->d_name, want)) continue;
+      fd = openat(dir, d->d_name, O_RDONLY | O_CLOEXEC);
+      done = true;
+      break;
+    }
+  }
+  close(dir);
+  return fd;
+}
+
+}  // namespace
+
+int open_module_file(const Module& m, bool* replaced) {
+  if (replaced) *replaced = false;
   if (m.is_main) {
     // The binary that runs, even if its path now holds another (replaced
     // before or after the path was read).
     int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
     if (fd >= 0) return fd;
   }
-  return m.path && m.path[0] ? open(m.path, O_RDONLY | O_CLOEXEC) : -1;
+  if (!m.path || !m.path[0]) return -1;
+  int fd = open(m.path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || m.is_main || m.build_id_len == 0 || file_has_build_id(fd, m)) return fd;
+  // An upgrade replaced the library under the running process: its symbols
+  // would name the wrong functions.
+  close(fd);
+  fd = open_mapped_file(m);
+  if (fd >= 0 && !file_has_build_id(fd, m)) {
+    close(fd);
+    fd = -1;
+  }
+  if (fd < 0 && replaced) *replaced = true;
+  return fd;
 }
 
 void modules_init() {

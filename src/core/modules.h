@@ -37,8 +37,11 @@ void modules_reset_after_fork();
 const char* modules_exe_path();
 // Opens the file to read a module's symbols and tables from: its path,
 // except for the executable, read through /proc/self/exe (its path may
-// hold another binary since a package upgrade). -1 if it cannot be opened.
+// hold another binary since a package upgrade). A library whose path now
+// holds another file (its build-id differs from the loaded one's) is opened
+// through /proc/self/map_files where the kernel allows it (CAP_SYS_ADMIN),
+// else not at all, and *replaced says so. -1 if it cannot be opened.
 // Async-signal-safe.
-int open_module_file(const Module& m);
+int open_module_file(const Module& m, bool* replaced = nullptr);
 
 }  // namespace faultline::core

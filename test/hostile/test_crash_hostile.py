@@ -175,6 +175,73 @@ def test_setuid_program_ignores_the_callers_settings(tmp_path):
     assert len(reports(work)) == 1, p.stderr
 
 
+
+REPLACE_AND_CRASH = """
+import ctypes, os, sys
+lib = ctypes.CDLL(sys.argv[1])
+os.rename(sys.argv[2], sys.argv[1])  # an upgrade puts another library at the path
+lib.crashlib_crash(3)
+"""
+
+
+def crash_in_replaced_library(tmp_path, user=None):
+    lib = tmp_path / "libcrash.so"
+    shutil.copy(fltest.program("libcrashlib.so"), lib)
+    # Another library, with its own functions where libcrashlib's crash is.
+    other = tmp_path / "libother.so"
+    shutil.copy(os.path.join(os.path.dirname(fltest.program("libcrashlib.so")), "dlo",
+                             "libdlo_inner.so"), other)
+    reports_dir = tmp_path / "reports"
+    reports_dir.mkdir()
+    os.chmod(reports_dir, 0o777)
+    script = tmp_path / "replace.py"
+    script.write_text(REPLACE_AND_CRASH)
+    os.chmod(tmp_path, 0o777)  # the rename, by another user too
+    argv = ["/usr/bin/python3", str(script), str(lib), str(other)]
+    if user:
+        argv = ["setpriv", f"--reuid={user}", "--regid=nogroup", "--clear-groups"] + argv
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(reports_dir))
+    p = subprocess.run(argv, env=env, capture_output=True, timeout=60)
+    assert p.returncode == -signal.SIGSEGV, p.stderr
+    found = reports(reports_dir)
+    assert len(found) == 1, p.stderr
+    return fltest.validate(json.load(open(found[0])))
+
+
+def test_library_replaced_on_disk_is_named_from_the_loaded_file(tmp_path):
+    # The loaded library's build-id is not the one of the file now at its
+    # path: its symbols would name another library's functions. Where the
+    # kernel lets the process open its own mappings (/proc/self/map_files,
+    # root), the frames are named from the file that was loaded.
+    rep = crash_in_replaced_library(tmp_path)
+    t = fltest.crashed_thread(rep)
+    assert t["frames"][0]["module"].endswith("libcrash.so")
+    if os.geteuid() == 0:
+        assert fltest.native_symbols(t)[:3] == ["crashlib_inner", "crashlib_middle",
+                                                "crashlib_crash"]
+    else:
+        assert not [f for f in t["frames"][:3] if f.get("symbol")], t["frames"][:3]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root and setpriv to run as another user")
+def test_library_replaced_on_disk_without_map_files_is_left_unnamed(tmp_path):
+    # Another user cannot open /proc/self/map_files: the frames of the
+    # replaced library stay unnamed (not named from the new file), and the
+    # report says why.
+    import pathlib
+    base = tempfile.mkdtemp(prefix="fl-replaced-")  # pytest's own is root's alone
+    try:
+        rep = crash_in_replaced_library(pathlib.Path(base), user="nobody")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    t = fltest.crashed_thread(rep)
+    assert t["frames"][0]["module"].endswith("libcrash.so")
+    mine = [f for f in t["frames"] if f.get("module", "").endswith("libcrash.so")]
+    assert len(mine) == 3 and not [f for f in mine if f.get("symbol")], mine
+    assert any("replaced on disk" in e for e in rep["faultline"]["errors"]), rep["faultline"]
+
+
 # --- secrets in argv ---------------------------------------------------------------------
 
 SECRET_ARGS = ["--api-key=sk-live-123", "--password", "hunter2", "--db",
