@@ -9,6 +9,7 @@
 #include "core/crash.h"
 #include "core/diagnosis.h"
 #include "core/elf_symbols.h"
+#include "core/handler_state.h"
 #include "core/minidump_file.h"
 #include "core/module_snapshot.h"
 #include "core/report_file.h"
@@ -138,7 +139,8 @@ Capture* begin_capture() {
   g_crash.arena.reset();
   Capture* c = static_cast<Capture*>(g_crash.arena.alloc(sizeof(Capture), alignof(Capture)));
   g_crash.capture = c;
-  if (c) c->start_ns = monotonic_ns();
+  // From the claim of the crash (handler.cpp), where there was one.
+  if (c) c->start_ns = g_handler.claimed_ns ? g_handler.claimed_ns : monotonic_ns();
   return c;
 }
 

@@ -232,7 +232,10 @@ bool report_crash(int signo, siginfo_t* info, void* ucv) {
   int report_gen = g_handler.report_gen.load(std::memory_order_acquire);
   for (int waited_ms = 0;; ++waited_ms) {
     pid_t expected = 0;
-    if (g_handler.owner.compare_exchange_strong(expected, self, std::memory_order_acq_rel)) break;
+    if (g_handler.owner.compare_exchange_strong(expected, self, std::memory_order_acq_rel)) {
+      g_handler.claimed_ns = monotonic_ns();
+      break;
+    }
     if ((expected & kDumpBit) && waited_ms < limit_ms) {
       // A live dump is being written: let it finish, then report the crash.
       struct timespec ts = {0, 1000 * 1000};
@@ -278,6 +281,7 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
     pid_t expected = 0;
     if (g_handler.owner.compare_exchange_strong(expected, self | kDumpBit,
                                                 std::memory_order_acq_rel)) {
+      g_handler.claimed_ns = monotonic_ns();
       break;
     }
     if (!(expected & kDumpBit) || (expected & ~kDumpBit) == self || waited_ms > 10000) {
