@@ -7,8 +7,8 @@ start-up cost.
 
     python3 bench/crash_capture.py [BUILD_DIR] [--runs 21]
 
-faultline's time is the report's own capture_ns (handler entry to report
-complete) of live dumps, which run the same capture as a crash; each dump is
+faultline's time is the report's own capture_ns (from the handler's claim
+of the dump to the report's last field) of live dumps, which run the same capture as a crash; each dump is
 also timed from the outside (signal sent to file present). Medians are
 quoted, and ratios against eu-stack measured in the same run.
 """

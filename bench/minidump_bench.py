@@ -6,8 +6,8 @@ hits both alike.
 
     python3 bench/minidump_bench.py [BUILD_DIR] [--runs 15] [--threads 64] [--dir DIR]
 
-Reported, as medians: the report's capture_ns (handler entry to report
-complete, which includes writing the minidump), the minidump phase's own
+Reported, as medians: the report's capture_ns (the handler's claim of the
+crash to the report's last field, with the minidump), the minidump phase's own
 time and the minidump's size from the report, and the wall time from the
 crash request to the process's exit (the whole handler, both files fsync'd).
 --dir: where the reports go (default a temporary directory; pass one on the
