@@ -54,20 +54,31 @@ def med(xs):
 
 class RenameWatch:
     """inotify on a directory: the CLOCK_MONOTONIC time a report (*.json)
-    was renamed into it."""
+    was renamed (or, where the filesystem has no RENAME_NOREPLACE, linked)
+    into it, as this process saw it: the time includes this process's
+    wake-up on a busy machine, so it errs long."""
+    IN_CREATE = 0x100
     IN_MOVED_TO = 0x80
 
     def __init__(self, d):
         libc = ctypes.CDLL(None, use_errno=True)
         self.fd = libc.inotify_init1(os.O_CLOEXEC)
-        if self.fd < 0 or libc.inotify_add_watch(self.fd, d.encode(), self.IN_MOVED_TO) < 0:
-            raise OSError(ctypes.get_errno(), "inotify")
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        if libc.inotify_add_watch(self.fd, d.encode(), self.IN_MOVED_TO | self.IN_CREATE) < 0:
+            err = ctypes.get_errno()
+            os.close(self.fd)
+            raise OSError(err, "inotify_add_watch")
 
-    def wait(self, timeout_s=30):
+    def wait(self, proc, timeout_s=30):
+        """The time of the report's rename, read as it happens (not after the
+        process ended); None once the process has ended without one."""
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
-            if not select.select([self.fd], [], [], max(0, end - time.monotonic()))[0]:
-                break
+            if not select.select([self.fd], [], [], 0.05)[0]:
+                if proc.poll() is not None and not select.select([self.fd], [], [], 0)[0]:
+                    return None
+                continue
             buf = os.read(self.fd, 65536)
             now = time.monotonic_ns()
             off = 0
@@ -86,25 +97,30 @@ class RenameWatch:
 def crash_once(build, n, unwinder):
     """The report and the milliseconds from the fault to its rename."""
     d = tempfile.mkdtemp(prefix="fl-perf-")
-    watch = RenameWatch(d)
-    env = dict(os.environ, LD_PRELOAD=lib(build), FAULTLINE_DIR=d, FAULTLINE_STDERR="0",
-               FAULTLINE_UNWINDER=unwinder)
-    p = subprocess.Popen([os.path.join(build, "bench", "bench_threads"), str(n)], env=env,
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    assert p.stdout.readline() == b"ready\n"
-    p.stdin.write(b"crash\n")
-    p.stdin.flush()
-    line = p.stdout.readline().split()
-    fault_ns = int(line[1]) if len(line) == 2 and line[0] == b"fault" else None
-    renamed_ns = watch.wait()
-    p.wait()
-    watch.close()
-    reports = [f for f in os.listdir(d) if f.endswith(".json") and not f.startswith(".")]
-    rep = None
-    if reports:
-        with open(os.path.join(d, reports[0])) as f:
-            rep = json.load(f)
-    shutil.rmtree(d, ignore_errors=True)
+    watch = None
+    try:
+        watch = RenameWatch(d)
+        env = dict(os.environ, LD_PRELOAD=lib(build), FAULTLINE_DIR=d, FAULTLINE_STDERR="0",
+                   FAULTLINE_UNWINDER=unwinder)
+        p = subprocess.Popen([os.path.join(build, "bench", "bench_threads"), str(n)], env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL)
+        assert p.stdout.readline() == b"ready\n"
+        p.stdin.write(b"crash\n")
+        p.stdin.flush()
+        line = p.stdout.readline().split()
+        fault_ns = int(line[1]) if len(line) == 2 and line[0] == b"fault" else None
+        renamed_ns = watch.wait(p)
+        p.wait()
+        reports = [f for f in os.listdir(d) if f.endswith(".json") and not f.startswith(".")]
+        rep = None
+        if reports:
+            with open(os.path.join(d, reports[0])) as f:
+                rep = json.load(f)
+    finally:
+        if watch:
+            watch.close()
+        shutil.rmtree(d, ignore_errors=True)
     total = (renamed_ns - fault_ns) / 1e6 if fault_ns and renamed_ns else None
     return rep, total
 
@@ -192,7 +208,7 @@ def python_job(build, runs, results, torch):
             p = subprocess.Popen([PYTHON, "-c", code], env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL)
             line = p.stdout.readline().split()
-            renamed_ns = watch.wait()
+            renamed_ns = watch.wait(p)
             p.wait()
             watch.close()
             if len(line) == 2 and line[0] == b"fault" and renamed_ns:

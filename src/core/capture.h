@@ -37,7 +37,7 @@ struct Capture {
   bool have_uc;
   pid_t pid, tid;
   int64_t time_sec, time_nsec;
-  uint64_t start_ns;  // monotonic at handler entry
+  uint64_t start_ns;  // monotonic at the claim of the crash or dump (handler.cpp)
   ModuleTable modules;
   ThreadCapture* threads;
   int nthreads;

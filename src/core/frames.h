@@ -108,7 +108,12 @@ constexpr int kMaxErrors = 32;
 struct CaptureErrors {
   const char* items[kMaxErrors];
   int count;
+  // The same message (one literal) once: a capture that meets it for many
+  // modules or threads would fill the list with copies and push others out.
   void add(const char* e) {
+    for (int i = 0; i < count; ++i) {
+      if (items[i] == e) return;
+    }
     if (count < kMaxErrors) items[count++] = e;
   }
 };

@@ -264,6 +264,7 @@ bool report_crash(int signo, siginfo_t* info, void* ucv) {
 }
 
 void release_ownership() {
+  g_handler.claimed_ns = 0;
   g_handler.signo.store(0, std::memory_order_release);
   g_handler.writer.store(Writer::kNobody, std::memory_order_release);
   g_handler.owner.store(0, std::memory_order_release);
@@ -300,6 +301,7 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
   if (work.written) g_handler.dumps_written.fetch_add(1, std::memory_order_acq_rel);
   // The process goes on: keep descriptors in reserve again.
   reserve_fds();
+  g_handler.claimed_ns = 0;
   g_handler.owner.store(0, std::memory_order_release);
   if (g_crash.config.exit_after_dump && info->si_code == SI_TIMER) _exit(1);
   int deferred = g_handler.deferred_signal.exchange(0, std::memory_order_acq_rel);
@@ -314,6 +316,7 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
 }
 
 void reset_ownership_after_fork() {
+  g_handler.claimed_ns = 0;
   g_handler.owner.store(0, std::memory_order_relaxed);
   g_handler.writer.store(Writer::kNobody, std::memory_order_relaxed);
   g_handler.deferred_signal.store(0, std::memory_order_relaxed);

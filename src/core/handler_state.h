@@ -59,9 +59,10 @@ struct HandlerState {
   std::atomic<pid_t> owner{0};  // the owner word (kDumpBit); 0 while none
   std::atomic<Writer> writer{Writer::kNobody};
   std::atomic<int> signo{0};  // the owner's crash signal, 0 in a dump
-  // Monotonic time the owner claimed the crash or dump: the capture's
-  // faultline.capture_ns counts from here, so the steps before the capture
-  // proper (the watchdog, SIGPIPE, the crash stack) are in it.
+  // Monotonic time the owner claimed the crash or dump (0 while none): the
+  // capture's faultline.capture_ns counts from here, so the steps before the
+  // capture proper (the watchdog, SIGPIPE, the crash stack, waiting for
+  // threads still answering a live dump) are in it.
   uint64_t claimed_ns{0};
   // A process-sent fatal signal that reached the owner of a live dump;
   // raised again when the dump is done, with its siginfo as it came.

@@ -147,7 +147,8 @@ struct MapFilesDirent {
 
 // The module's first mapping as the kernel keeps it, whatever its path now
 // holds: /proc/self/map_files/<start>-<end> (opening one needs
-// CAP_SYS_ADMIN). -1 where there is none or it may not be opened.
+// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE in the initial user namespace:
+// root, not in a container). -1 where there is none or it may not be opened.
 int open_mapped_file(const Module& m) {
   char dirpath[] = "/proc/self/map_files/";
   int dir = open(dirpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -158,12 +159,13 @@ int open_mapped_file(const Module& m) {
   StrBuf w(want, sizeof want);
   w.add_n(hex + 2, hex_len - 2).add("-");
   int fd = -1;
-  char buf[4096];
+  alignas(8) char buf[4096];
   for (bool done = false; !done;) {
     long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
     if (n <= 0) break;
     for (long off = 0; off < n;) {
       const MapFilesDirent* d = reinterpret_cast<const MapFilesDirent*>(buf + off);
+      if (d->d_reclen == 0) break;
       off += d->d_reclen;
       if (!str_starts_with(d->d_name, want)) continue;
       fd = openat(dir, d->d_name, O_RDONLY | O_CLOEXEC);

@@ -39,7 +39,8 @@ const char* modules_exe_path();
 // except for the executable, read through /proc/self/exe (its path may
 // hold another binary since a package upgrade). A library whose path now
 // holds another file (its build-id differs from the loaded one's) is opened
-// through /proc/self/map_files where the kernel allows it (CAP_SYS_ADMIN),
+// through /proc/self/map_files where the kernel allows it (root outside a
+// container: CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE in the first namespace),
 // else not at all, and *replaced says so. -1 if it cannot be opened.
 // Async-signal-safe.
 int open_module_file(const Module& m, bool* replaced = nullptr);

@@ -309,12 +309,13 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
     errors->add("threads: /proc/self/task is not readable; only the crashing thread is listed");
     return count;
   }
-  char buf[4096];
+  alignas(8) char buf[4096];  // read as LinuxDirent64 records
   for (;;) {
     long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
     if (n <= 0) break;
     for (long off = 0; off < n;) {
       const LinuxDirent64* d = reinterpret_cast<const LinuxDirent64*>(buf + off);
+      if (d->d_reclen == 0) break;
       off += d->d_reclen;
       int64_t tid = 0;
       if (!parse_int(d->d_name, &tid) || tid <= 0 || tid == self) continue;

@@ -208,19 +208,35 @@ def crash_in_replaced_library(tmp_path, user=None):
     return fltest.validate(json.load(open(found[0])))
 
 
+def can_open_map_files():
+    # CAP_SYS_ADMIN (or CAP_CHECKPOINT_RESTORE) in the first user namespace:
+    # root outside a container.
+    try:
+        first = sorted(os.listdir("/proc/self/map_files"))[0]
+        os.close(os.open("/proc/self/map_files/" + first, os.O_RDONLY))
+        return True
+    except (OSError, IndexError):
+        return False
+
+
 def test_library_replaced_on_disk_is_named_from_the_loaded_file(tmp_path):
     # The loaded library's build-id is not the one of the file now at its
-    # path: its symbols would name another library's functions. Where the
-    # kernel lets the process open its own mappings (/proc/self/map_files,
-    # root), the frames are named from the file that was loaded.
+    # path: its symbols would name another library's functions (the old code
+    # named all three frames _fini). Where the kernel lets the process open
+    # its own mappings (/proc/self/map_files), the frames are named from the
+    # file that was loaded; elsewhere they stay unnamed, and the report says
+    # why.
     rep = crash_in_replaced_library(tmp_path)
     t = fltest.crashed_thread(rep)
     assert t["frames"][0]["module"].endswith("libcrash.so")
-    if os.geteuid() == 0:
-        assert fltest.native_symbols(t)[:3] == ["crashlib_inner", "crashlib_middle",
-                                                "crashlib_crash"]
+    mine = [f for f in t["frames"] if f.get("module", "").endswith("libcrash.so")]
+    assert len(mine) == 3, t["frames"]
+    if can_open_map_files():
+        assert [f.get("symbol") for f in mine] == ["crashlib_inner", "crashlib_middle",
+                                                   "crashlib_crash"]
     else:
-        assert not [f for f in t["frames"][:3] if f.get("symbol")], t["frames"][:3]
+        assert not [f for f in mine if f.get("symbol")], mine
+        assert any("replaced on disk" in e for e in rep["faultline"]["errors"])
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
