@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include "core/elf_source.h"
+#include "core/safe_read.h"
 #include "core/str.h"
 
 namespace faultline::core {
@@ -131,7 +132,23 @@ bool SymbolLookup::open(const Module& module) {
   versym_off = 0;
   if (module.is_vdso || !module.path || !module.path[0]) return false;
   fd = open_module_file(module);
-  if (fd < 0) return false;
+  if (fd < 0) {
+    // Its file is gone or holds another build now: the loaded image's own
+    // GNU hash table, always the build that runs (exported symbols only).
+    ImageDynamic dyn;
+    if (!read_image_dynamic(module.base, module.end, module.bias, &dyn) || !dyn.gnu_hash ||
+        !safe_read(header, dyn.gnu_hash, sizeof header) || header[0] == 0) {
+      return false;
+    }
+    mem = module.bias;
+    hash_off = dyn.gnu_hash - mem;
+    sym_off = dyn.symtab - mem;
+    str_off = dyn.strtab - mem;
+    str_size = dyn.strsz;
+    versym_off = dyn.versym ? dyn.versym - mem : 0;
+    hash_ready = true;
+    return true;
+  }
   ElfSource src;
   src.fd = fd;
   hash_ready = gnu_hash_prepare(src, this);
@@ -139,12 +156,14 @@ bool SymbolLookup::open(const Module& module) {
 }
 
 uintptr_t SymbolLookup::find(const char* name) {
-  if (fd < 0) return 0;
+  if (fd < 0 && !mem) return 0;
   ElfSource src;
   src.fd = fd;
+  if (fd < 0) src.mem = mem;
   uint64_t value = 0;
   int r = hash_ready ? gnu_hash_find(src, *this, name, &value) : -1;
   if (r == 1) return bias + value;
+  if (fd < 0) return 0;  // an image has no section headers to scan
   value = scan_symtabs(src, name);
   return value ? bias + value : 0;
 }
@@ -152,6 +171,7 @@ uintptr_t SymbolLookup::find(const char* name) {
 void SymbolLookup::close() {
   if (fd >= 0) ::close(fd);
   fd = -1;
+  mem = 0;
 }
 
 uintptr_t lookup_symbol_address(const Module& module, const char* name) {

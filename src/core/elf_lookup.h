@@ -18,12 +18,13 @@ uintptr_t lookup_symbol_address(const Module& module, const char* name);
 // scanned for what it does not export.
 struct SymbolLookup {
   int fd = -1;
+  uintptr_t mem = 0;  // no file: the loaded image's GNU hash table (bias)
   uintptr_t bias = 0;
   bool hash_ready = false;
   uint64_t hash_off = 0, sym_off = 0, str_off = 0, str_size = 0, versym_off = 0;
   uint32_t header[4] = {};  // the hash table's: nbuckets, symoffset, bloom words, shift
 
-  bool open(const Module& module);   // false: no file to read
+  bool open(const Module& module);   // false: no file (nor image table) to read
   uintptr_t find(const char* name);  // 0 if absent
   void close();
 };

@@ -46,4 +46,21 @@ constexpr size_t kSymChunk = 256;
 // order. Returns the count, -1 if `src` is not a 64-bit ELF file.
 int find_symtabs(const ElfSource& src, SymTab* out);
 
+// A loaded shared object's dynamic tables, as runtime addresses (0: none),
+// read from its dynamic section through the SafeReader.
+struct ImageDynamic {
+  uintptr_t symtab, strtab, gnu_hash, sysv_hash, versym;
+  uint64_t strsz;
+};
+// False where the image at [base, end) (load bias `bias`, not 0) has no
+// readable dynamic section.
+bool read_image_dynamic(uintptr_t base, uintptr_t end, uintptr_t bias, ImageDynamic* out);
+
+// The exported symbols (.dynsym) of a shared object as it is loaded at
+// [base, end) with load bias `bias`, found through its dynamic section: for
+// a module whose file is gone or now holds another build. Sets `src` to read
+// the image (offsets are the module's virtual addresses) and fills *out.
+// False where the image has no readable dynamic symbol table (or bias is 0).
+bool find_image_dynsym(uintptr_t base, uintptr_t end, uintptr_t bias, ElfSource* src, SymTab* out);
+
 }  // namespace faultline::core

@@ -200,18 +200,16 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
   } else if (module.path && module.path[0]) {
     src.fd = open_module_file(module, &replaced);
   }
-  if (src.fd < 0 && !src.mem && !replaced) {
-    errors->add("symbols: a module file could not be opened (frames left unnamed)");
-    return false;
-  }
+  // No file to read: gone (deleted, a cleaned cache), unreadable, or its
+  // path now holds another build.
+  bool no_file = src.fd < 0 && !src.mem;
   // The debug file's .symtab first when the module has none of its own,
-  // then the module's tables. A module whose path now holds another file
-  // has only its debug file (found by the loaded build-id).
+  // then the module's tables.
   SymTab tabs[3];
   ElfSource debug;
   int ntabs = 0;
   SymTab own[2];
-  int nown = replaced ? 0 : find_symtabs(src, own);
+  int nown = no_file ? 0 : find_symtabs(src, own);
   if (nown < 0) {
     if (src.fd >= 0) close(src.fd);
     return false;
@@ -221,14 +219,27 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
     SymTab dbg[2];
     if (debug.fd >= 0 && find_symtabs(debug, dbg) > 0 && dbg[0].full) tabs[ntabs++] = dbg[0];
   }
-  if (replaced && ntabs == 0) {
-    if (debug.fd >= 0) close(debug.fd);
-    errors->add(
-        "symbols: a module's file was replaced on disk since it was loaded (its build-id "
-        "differs); its frames left unnamed");
-    return false;
-  }
   for (int i = 0; i < nown; ++i) tabs[ntabs++] = own[i];
+  if (no_file && ntabs == 0) {
+    // The loaded image's own exported symbols, from its dynamic section: no
+    // file needed, and always the build that runs.
+    if (find_image_dynsym(module.base, module.end, module.bias, &src, &tabs[0])) ntabs = 1;
+    if (replaced) {
+      errors->add(ntabs ? "symbols: a module's file was replaced on disk since it was loaded (its "
+                          "build-id differs); its frames named from the loaded image's exported "
+                          "symbols"
+                        : "symbols: a module's file was replaced on disk since it was loaded (its "
+                          "build-id differs); its frames left unnamed");
+    } else {
+      errors->add(ntabs ? "symbols: a module file could not be opened; its frames named from the "
+                          "loaded image's exported symbols"
+                        : "symbols: a module file could not be opened (frames left unnamed)");
+    }
+    if (ntabs == 0) {
+      if (debug.fd >= 0) close(debug.fd);
+      return false;
+    }
+  }
   if (ntabs == 0) {
     if (src.fd >= 0) close(src.fd);
     if (debug.fd >= 0) close(debug.fd);

@@ -189,16 +189,22 @@ int open_module_file(const Module& m, bool* replaced) {
   }
   if (!m.path || !m.path[0]) return -1;
   int fd = open(m.path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || m.is_main || m.build_id_len == 0 || file_has_build_id(fd, m)) return fd;
-  // An upgrade replaced the library under the running process: its symbols
-  // would name the wrong functions.
-  close(fd);
+  if (m.is_main) return fd;
+  bool other = false;
+  if (fd >= 0) {
+    if (m.build_id_len == 0 || file_has_build_id(fd, m)) return fd;
+    // An upgrade replaced the library under the running process: its
+    // symbols would name the wrong functions.
+    close(fd);
+    other = true;
+  }
+  // Replaced, or gone (deleted, a cleaned cache): the file that was mapped.
   fd = open_mapped_file(m);
-  if (fd >= 0 && !file_has_build_id(fd, m)) {
+  if (fd >= 0 && m.build_id_len != 0 && !file_has_build_id(fd, m)) {
     close(fd);
     fd = -1;
   }
-  if (fd < 0 && replaced) *replaced = true;
+  if (fd < 0 && other && replaced) *replaced = true;
   return fd;
 }
 

@@ -38,10 +38,11 @@ const char* modules_exe_path();
 // Opens the file to read a module's symbols and tables from: its path,
 // except for the executable, read through /proc/self/exe (its path may
 // hold another binary since a package upgrade). A library whose path now
-// holds another file (its build-id differs from the loaded one's) is opened
-// through /proc/self/map_files where the kernel allows it (root outside a
-// container: CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE in the first namespace),
-// else not at all, and *replaced says so. -1 if it cannot be opened.
+// holds another file (its build-id differs from the loaded one's) or none
+// is opened through /proc/self/map_files where the kernel allows it (root
+// outside a container: CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE in the first
+// namespace), else not at all; *replaced says when the path holds another
+// build. -1 if it cannot be opened.
 // Async-signal-safe.
 int open_module_file(const Module& m, bool* replaced = nullptr);
 

@@ -179,12 +179,15 @@ def test_setuid_program_ignores_the_callers_settings(tmp_path):
 REPLACE_AND_CRASH = """
 import ctypes, os, sys
 lib = ctypes.CDLL(sys.argv[1])
-os.rename(sys.argv[2], sys.argv[1])  # an upgrade puts another library at the path
+if sys.argv[2] == "-":
+    os.unlink(sys.argv[1])  # a cleaned cache directory, a removed build
+else:
+    os.rename(sys.argv[2], sys.argv[1])  # an upgrade puts another library at the path
 lib.crashlib_crash(3)
 """
 
 
-def crash_in_replaced_library(tmp_path, user=None):
+def crash_in_replaced_library(tmp_path, user=None, delete=False):
     lib = tmp_path / "libcrash.so"
     shutil.copy(fltest.program("libcrashlib.so"), lib)
     # Another library, with its own functions where libcrashlib's crash is.
@@ -197,7 +200,7 @@ def crash_in_replaced_library(tmp_path, user=None):
     script = tmp_path / "replace.py"
     script.write_text(REPLACE_AND_CRASH)
     os.chmod(tmp_path, 0o777)  # the rename, by another user too
-    argv = ["/usr/bin/python3", str(script), str(lib), str(other)]
+    argv = ["/usr/bin/python3", str(script), str(lib), "-" if delete else str(other)]
     if user:
         argv = ["setpriv", f"--reuid={user}", "--regid=nogroup", "--clear-groups"] + argv
     env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(reports_dir))
@@ -205,7 +208,15 @@ def crash_in_replaced_library(tmp_path, user=None):
     assert p.returncode == -signal.SIGSEGV, p.stderr
     found = reports(reports_dir)
     assert len(found) == 1, p.stderr
-    return fltest.validate(json.load(open(found[0])))
+    rep = fltest.validate(json.load(open(found[0])))
+    t = fltest.crashed_thread(rep)
+    assert t["frames"][0]["module"].endswith("libcrash.so")
+    mine = [f for f in t["frames"] if f.get("module", "").endswith("libcrash.so")]
+    assert len(mine) == 3, t["frames"]
+    # Never another build's names (the old code named all three _fini).
+    assert [f.get("symbol") for f in mine] == ["crashlib_inner", "crashlib_middle",
+                                               "crashlib_crash"], mine
+    return rep
 
 
 def can_open_map_files():
@@ -219,44 +230,37 @@ def can_open_map_files():
         return False
 
 
-def test_library_replaced_on_disk_is_named_from_the_loaded_file(tmp_path):
-    # The loaded library's build-id is not the one of the file now at its
-    # path: its symbols would name another library's functions (the old code
-    # named all three frames _fini). Where the kernel lets the process open
-    # its own mappings (/proc/self/map_files), the frames are named from the
-    # file that was loaded; elsewhere they stay unnamed, and the report says
-    # why.
-    rep = crash_in_replaced_library(tmp_path)
-    t = fltest.crashed_thread(rep)
-    assert t["frames"][0]["module"].endswith("libcrash.so")
-    mine = [f for f in t["frames"] if f.get("module", "").endswith("libcrash.so")]
-    assert len(mine) == 3, t["frames"]
-    if can_open_map_files():
-        assert [f.get("symbol") for f in mine] == ["crashlib_inner", "crashlib_middle",
-                                                   "crashlib_crash"]
-    else:
-        assert not [f for f in mine if f.get("symbol")], mine
-        assert any("replaced on disk" in e for e in rep["faultline"]["errors"])
+IMAGE_NOTE = "its frames named from the loaded image's exported symbols"
+
+
+@pytest.mark.parametrize("delete", [False, True], ids=["replaced", "deleted"])
+def test_library_replaced_or_deleted_on_disk_is_named_from_the_loaded_build(tmp_path, delete):
+    # The file at a loaded library's path is another build (an upgrade) or
+    # gone: its frames are named from the file that was mapped
+    # (/proc/self/map_files, where the kernel allows it) or else from the
+    # loaded image's own exported symbols, and the report says which.
+    rep = crash_in_replaced_library(tmp_path, delete=delete)
+    noted = [e for e in rep["faultline"]["errors"] if IMAGE_NOTE in e]
+    assert bool(noted) != can_open_map_files(), rep["faultline"]["errors"]
+    if noted and not delete:
+        assert "replaced on disk" in noted[0]
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                     reason="needs root and setpriv to run as another user")
-def test_library_replaced_on_disk_without_map_files_is_left_unnamed(tmp_path):
-    # Another user cannot open /proc/self/map_files: the frames of the
-    # replaced library stay unnamed (not named from the new file), and the
-    # report says why.
+@pytest.mark.parametrize("delete", [False, True], ids=["replaced", "deleted"])
+def test_library_replaced_or_deleted_without_map_files_is_named_from_the_image(delete):
+    # Another user cannot open /proc/self/map_files: the exported symbols of
+    # the loaded image name the frames, and the report says so.
     import pathlib
     base = tempfile.mkdtemp(prefix="fl-replaced-")  # pytest's own is root's alone
     try:
-        rep = crash_in_replaced_library(pathlib.Path(base), user="nobody")
+        rep = crash_in_replaced_library(pathlib.Path(base), user="nobody", delete=delete)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    t = fltest.crashed_thread(rep)
-    assert t["frames"][0]["module"].endswith("libcrash.so")
-    mine = [f for f in t["frames"] if f.get("module", "").endswith("libcrash.so")]
-    assert len(mine) == 3 and not [f for f in mine if f.get("symbol")], mine
-    assert any("replaced on disk" in e for e in rep["faultline"]["errors"]), rep["faultline"]
-
+    errors = rep["faultline"]["errors"]
+    assert any(IMAGE_NOTE in e for e in errors), errors
+    assert any("replaced on disk" in e for e in errors) != delete, errors
 
 # --- secrets in argv ---------------------------------------------------------------------
 

@@ -2,11 +2,14 @@
 // system libraries: nm is the independent oracle.
 #include "core/elf_symbols.h"
 
+#include <dlfcn.h>
 #include <doctest/doctest.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
@@ -123,6 +126,73 @@ TEST_CASE("static .symtab lookup agrees with nm (local functions)") {
   self[n] = '\0';
   // PIE: symbols are link-time addresses, so bias 0 works on the file.
   check_library(self, false);
+}
+
+namespace {
+
+int find_loaded_libc(struct dl_phdr_info* info, size_t, void* data) {
+  if (!std::strstr(info->dlpi_name, "libc.so.6")) return 0;
+  Module* m = static_cast<Module*>(data);
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const auto& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    lo = ph.p_vaddr < lo ? ph.p_vaddr : lo;
+    hi = ph.p_vaddr + ph.p_memsz > hi ? ph.p_vaddr + ph.p_memsz : hi;
+  }
+  m->bias = info->dlpi_addr;
+  m->base = info->dlpi_addr + (lo & ~uintptr_t{4095});
+  m->end = info->dlpi_addr + hi;
+  return 1;
+}
+
+}  // namespace
+
+TEST_CASE("a library whose file is gone is named from the loaded image's exported symbols") {
+  // The libc this test runs with, as if its file had been deleted since it
+  // was loaded: its .dynsym, .dynstr and GNU hash table are read from memory.
+  Module m{};
+  REQUIRE(dl_iterate_phdr(find_loaded_libc, &m) == 1);
+  m.path = "/nonexistent/libc.so.6";
+  // A build-id no file has: neither /proc/self/map_files (open to root) nor
+  // a debug file stands in for the image.
+  m.build_id_len = 20;
+  for (int i = 0; i < m.build_id_len; ++i) m.build_id[i] = 0xa5;
+  std::vector<NmSymbol> sized;
+  auto names = nm_functions("/lib/x86_64-linux-gnu/libc.so.6", true, &sized);
+  REQUIRE(sized.size() > 50);
+  Arena arena;
+  REQUIRE(arena.init(4u << 20));
+  std::vector<NativeFrame> frames;
+  for (size_t i = 0; i < sized.size(); i += 7) {
+    NativeFrame f{};
+    f.signal_frame = true;
+    f.pc = m.bias + sized[i].value + sized[i].size / 2;
+    frames.push_back(f);
+  }
+  std::vector<NativeFrame*> ptrs;
+  for (auto& f : frames) ptrs.push_back(&f);
+  CaptureErrors errors{};
+  REQUIRE(symbolize_module_frames(m, ptrs.data(), static_cast<int>(ptrs.size()), &arena, &errors));
+  int agree = 0;
+  for (const NativeFrame& f : frames) {
+    uint64_t chosen = f.pc - m.bias - f.symbol_offset;
+    if (f.symbol && names.count(chosen) && names[chosen].count(f.symbol)) ++agree;
+  }
+  INFO(agree << " of " << frames.size() << " agree with nm -D");
+  CHECK(agree >= static_cast<int>(frames.size() * 99 / 100));
+  REQUIRE(errors.count == 1);
+  CHECK(std::string(errors.items[0]).find("loaded image's exported symbols") != std::string::npos);
+  // Lookups by name go through the image's GNU hash table.
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(libc != nullptr);
+  for (const char* name : {"getpid", "timer_delete", "fork"}) {
+    CHECK_MESSAGE(lookup_symbol_address(m, name) == reinterpret_cast<uintptr_t>(dlsym(libc, name)),
+                  name);
+  }
+  CHECK(lookup_symbol_address(m, "no_such_symbol_anywhere") == 0);
+  dlclose(libc);
+  arena.release();
 }
 
 TEST_CASE("lookup_symbol_address finds exported data by name") {
