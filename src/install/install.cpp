@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
@@ -597,10 +598,48 @@ size_t faultline_last_report(char* buf, size_t size) {
 
 namespace {
 
-// True when this library was named in LD_PRELOAD (as opposed to linked).
+// The file name part of a path.
+const char* base_name(const char* path, size_t len, size_t* base_len) {
+  size_t start = len;
+  while (start > 0 && path[start - 1] != '/') --start;
+  *base_len = len - start;
+  return path + start;
+}
+
+// True when this library was named in LD_PRELOAD (as opposed to linked): an
+// entry that says "libfaultline", or names this file (its file name, or the
+// same file by device and inode: a copy or link under another name).
 bool preloaded() {
   const char* p = getenv("LD_PRELOAD");
-  return p && strstr(p, "libfaultline") != nullptr;
+  if (!p || !*p) return false;
+  if (strstr(p, "libfaultline")) return true;
+  Dl_info info;
+  if (!dladdr(reinterpret_cast<void*>(&base_name), &info) || !info.dli_fname) return false;
+  size_t self_len = 0;
+  const char* self = base_name(info.dli_fname, strlen(info.dli_fname), &self_len);
+  struct stat self_st;
+  bool have_st = stat(info.dli_fname, &self_st) == 0;
+  // Entries are separated by spaces or colons (ld.so(8)).
+  for (const char* e = p; *e;) {
+    size_t len = strcspn(e, " :");
+    size_t entry_base_len = 0;
+    const char* entry_base = base_name(e, len, &entry_base_len);
+    if (len > 0 && entry_base_len == self_len && memcmp(entry_base, self, self_len) == 0) {
+      return true;
+    }
+    char path[PATH_MAX];
+    struct stat st;
+    if (have_st && len > 0 && len < sizeof path && memchr(e, '/', len)) {
+      memcpy(path, e, len);
+      path[len] = '\0';
+      if (stat(path, &st) == 0 && st.st_dev == self_st.st_dev && st.st_ino == self_st.st_ino) {
+        return true;
+      }
+    }
+    e += len;
+    while (*e == ' ' || *e == ':') ++e;
+  }
+  return false;
 }
 
 // The preload entry point. glibc passes (argc, argv, envp) to constructors.

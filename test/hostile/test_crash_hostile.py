@@ -262,6 +262,34 @@ def test_library_replaced_or_deleted_without_map_files_is_named_from_the_image(d
     assert any(IMAGE_NOTE in e for e in errors), errors
     assert any("replaced on disk" in e for e in errors) != delete, errors
 
+
+# --- the library under another name -------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["copy", "symlink-in-a-list"])
+def test_library_preloaded_under_another_name_still_reports(tmp_path, how):
+    # A packager or user who renames the library (or links it under another
+    # name) and preloads that: the preload was taken for "linked, not
+    # preloaded" (the entry did not say libfaultline) and nothing was
+    # installed, so the crash left no report.
+    if how == "copy":
+        lib = tmp_path / "crashreport.so"
+        shutil.copy(LIB, lib)
+        preload = str(lib)
+    else:
+        lib = tmp_path / "cr.so"
+        os.symlink(os.path.realpath(LIB), lib)
+        preload = f"libm.so.6 {lib}"
+    reports_dir = tmp_path / "reports"
+    reports_dir.mkdir()
+    env = clean_env(LD_PRELOAD=preload, FAULTLINE_DIR=str(reports_dir))
+    p = subprocess.run([CRASHER, "null-read"], env=env, capture_output=True, timeout=60)
+    assert p.returncode == -signal.SIGSEGV, p.stderr
+    found = reports(reports_dir)
+    assert len(found) == 1, p.stderr
+    rep = fltest.validate(json.load(open(found[0])))
+    assert fltest.native_symbols(fltest.crashed_thread(rep))[0] == "null_read"
+
+
 # --- secrets in argv ---------------------------------------------------------------------
 
 SECRET_ARGS = ["--api-key=sk-live-123", "--password", "hunter2", "--db",
