@@ -65,10 +65,15 @@ uint64_t gnu_hash_symbol_count(uintptr_t table) {
   if (top < h[1]) return h[1];  // every chain empty
   uintptr_t chains = buckets + uint64_t{h[0]} * 4;
   // A chain is a few entries; a table that never ends one is not read on.
-  for (uint32_t index = top, guard = 0; guard < 4096; ++index, ++guard) {
-    uint32_t hash = 0;
-    if (!safe_read(&hash, chains + uint64_t{index - h[1]} * 4, 4)) return 0;
-    if (hash & 1) return uint64_t{index} + 1;  // the chain's last entry
+  // 64 at a time (the last ones may lie past the table: then one by one).
+  uint32_t hashes[64];
+  for (uint64_t index = top; index < uint64_t{top} + 4096;) {
+    uintptr_t at = chains + (index - h[1]) * 4;
+    uint32_t got = safe_read(hashes, at, sizeof hashes) ? 64 : safe_read(hashes, at, 4) ? 1 : 0;
+    if (got == 0) return 0;
+    for (uint32_t k = 0; k < got; ++k, ++index) {
+      if (hashes[k] & 1) return index + 1;  // the chain's last entry
+    }
   }
   return 0;
 }
@@ -151,8 +156,11 @@ bool find_image_dynsym(uintptr_t base, uintptr_t end, uintptr_t bias, ElfSource*
   uint32_t sysv[2];  // nbucket, nchain: one symbol per chain entry
   if (dyn.sysv_hash && safe_read(sysv, dyn.sysv_hash, sizeof sysv)) count = sysv[1];
   if (count == 0 && dyn.gnu_hash) count = gnu_hash_symbol_count(dyn.gnu_hash);
-  uint64_t room = (end - dyn.symtab) / sizeof(ElfW(Sym));
+  // .dynstr follows .dynsym where linkers put them; a count read from a
+  // corrupt table is held to that, and to what any library has.
+  uint64_t room = ((dyn.strtab > dyn.symtab ? dyn.strtab : end) - dyn.symtab) / sizeof(ElfW(Sym));
   if (count > room) count = room;
+  if (count > (1u << 22)) count = 1u << 22;
   if (count == 0) return false;
   src->fd = -1;
   src->mem = bias;

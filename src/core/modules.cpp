@@ -1,6 +1,7 @@
 #include "core/modules.h"
 
 #include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <sys/auxv.h>
@@ -149,7 +150,12 @@ struct MapFilesDirent {
 // holds: /proc/self/map_files/<start>-<end> (opening one needs
 // CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE in the initial user namespace:
 // root, not in a container). -1 where there is none or it may not be opened.
+// Set when the kernel refused to open a mapping (EPERM: not root outside a
+// container): no more scans of the directory, one per module, in vain.
+int g_map_files_denied = 0;
+
 int open_mapped_file(const Module& m) {
+  if (__atomic_load_n(&g_map_files_denied, __ATOMIC_RELAXED)) return -1;
   char dirpath[] = "/proc/self/map_files/";
   int dir = open(dirpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return -1;
@@ -169,6 +175,9 @@ int open_mapped_file(const Module& m) {
       off += d->d_reclen;
       if (!str_starts_with(d->d_name, want)) continue;
       fd = openat(dir, d->d_name, O_RDONLY | O_CLOEXEC);
+      if (fd < 0 && (errno == EPERM || errno == EACCES)) {
+        __atomic_store_n(&g_map_files_denied, 1, __ATOMIC_RELAXED);
+      }
       done = true;
       break;
     }
