@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "core/arena.h"
 #include "core/elf_lookup.h"
+#include "core/elf_source.h"
 
 using namespace faultline::core;
 
@@ -193,6 +195,133 @@ TEST_CASE("a library whose file is gone is named from the loaded image's exporte
   CHECK(lookup_symbol_address(m, "no_such_symbol_anywhere") == 0);
   dlclose(libc);
   arena.release();
+}
+
+namespace {
+
+// A shared object's image as the loader leaves it, built in memory: an ELF
+// header, PT_DYNAMIC, .dynsym (alpha, beta, gamma), .dynstr and a hash table.
+struct FakeImage {
+  alignas(4096) unsigned char bytes[0x6000] = {};
+  uintptr_t base() const { return reinterpret_cast<uintptr_t>(bytes); }
+  template <typename T>
+  T* at(size_t off) {
+    return reinterpret_cast<T*>(bytes + off);
+  }
+  // relocated: the dynamic section holds runtime addresses (glibc rewrites
+  // it in place), else link-time ones. gnu: a GNU hash table (whose chain
+  // never ends when corrupt) instead of DT_HASH with nchain.
+  FakeImage(bool relocated, bool gnu, uint32_t nchain = 4, bool corrupt = false) {
+    auto* eh = at<ElfW(Ehdr)>(0);
+    std::memcpy(eh->e_ident, ELFMAG, SELFMAG);
+    eh->e_ident[EI_CLASS] = ELFCLASS64;
+    eh->e_phoff = sizeof(ElfW(Ehdr));
+    eh->e_phentsize = sizeof(ElfW(Phdr));
+    eh->e_phnum = 1;
+    auto* ph = at<ElfW(Phdr)>(sizeof(ElfW(Ehdr)));
+    ph->p_type = PT_DYNAMIC;
+    ph->p_vaddr = 0x1000;
+    ph->p_memsz = 8 * sizeof(ElfW(Dyn));
+    uintptr_t add = relocated ? base() : 0;
+    auto* dyn = at<ElfW(Dyn)>(0x1000);
+    dyn[0] = {DT_SYMTAB, {0x2000 + add}};
+    dyn[1] = {DT_STRTAB, {0x3000 + add}};
+    dyn[2] = {DT_STRSZ, {0x20}};
+    dyn[3] = {gnu ? DT_GNU_HASH : DT_HASH, {0x4000 + add}};
+    dyn[4] = {DT_NULL, {0}};
+    std::memcpy(at<char>(0x3000), "\0alpha\0beta\0gamma\0", 18);
+    auto* sym = at<ElfW(Sym)>(0x2000);
+    const uint32_t names[] = {0, 1, 7, 12};
+    for (int i = 1; i < 4; ++i) {
+      sym[i].st_name = names[i];
+      sym[i].st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC);
+      sym[i].st_shndx = 1;
+      sym[i].st_value = 0x5000 + 0x10 * static_cast<uint64_t>(i - 1);
+      sym[i].st_size = 0x10;
+    }
+    auto* h = at<uint32_t>(0x4000);
+    if (!gnu) {
+      h[0] = 1;  // nbucket
+      h[1] = nchain;
+      return;
+    }
+    // nbuckets 1, symoffset 1, 1 bloom word, shift; then the bucket (its
+    // chain starts at symbol 1) and the chain of symbols 1..3.
+    h[0] = 1;
+    h[1] = 1;
+    h[2] = 1;
+    h[3] = 6;
+    uint32_t* bucket = at<uint32_t>(0x4000 + 16 + 8);
+    bucket[0] = 1;
+    uint32_t* chain = bucket + 1;
+    const char* const chain_names[] = {"alpha", "beta", "gamma"};
+    for (int i = 0; i < 3; ++i) {  // each symbol's hash, low bit clear
+      uint32_t hash = 5381;
+      for (const char* c = chain_names[i]; *c; ++c)
+        hash = hash * 33 + static_cast<unsigned char>(*c);
+      chain[i] = hash & ~1u;
+    }
+    if (!corrupt) chain[2] |= 1;  // the chain's end
+    for (int i = 3; corrupt && i < 0x200; ++i) chain[i] = 2;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the exported symbols of an image: relocated or not, DT_HASH or GNU hash, corrupt") {
+  for (bool relocated : {false, true}) {
+    for (bool gnu : {false, true}) {
+      auto img = std::make_unique<FakeImage>(relocated, gnu);
+      uintptr_t base = img->base(), end = base + sizeof img->bytes;
+      ElfSource src;
+      SymTab tab{};
+      INFO("relocated " << relocated << ", gnu " << gnu);
+      REQUIRE(find_image_dynsym(base, end, base, &src, &tab));
+      CHECK(tab.sym_size == 4 * sizeof(ElfW(Sym)));
+      CHECK(tab.sym_off == 0x2000);
+      CHECK(tab.str_off == 0x3000);
+      // Named through symbolize_module_frames, as a crash would.
+      Module m{};
+      m.path = "/nonexistent/libfake.so";
+      m.base = base;
+      m.end = end;
+      m.bias = base;
+      m.build_id_len = 20;
+      for (int i = 0; i < 20; ++i) m.build_id[i] = 0xa5;
+      Arena arena;
+      REQUIRE(arena.init(1u << 20));
+      NativeFrame f{};
+      f.signal_frame = true;
+      f.pc = base + 0x5014;
+      NativeFrame* ptr = &f;
+      CaptureErrors errors{};
+      REQUIRE(symbolize_module_frames(m, &ptr, 1, &arena, &errors));
+      REQUIRE(f.symbol != nullptr);
+      CHECK(std::string(f.symbol) == "beta");
+      CHECK(f.symbol_offset == 4);
+      if (gnu) CHECK(lookup_symbol_address(m, "gamma") == base + 0x5020);
+      arena.release();
+    }
+  }
+  // A count from a corrupt table is held to the room before .dynstr (0x1000
+  // bytes: 170 symbols), not the whole image: nchain 2^32-1, and a GNU chain
+  // that never ends.
+  for (bool gnu : {false, true}) {
+    auto img = std::make_unique<FakeImage>(false, gnu, 0xffffffffu, true);
+    uintptr_t base = img->base();
+    ElfSource src;
+    SymTab tab{};
+    bool found = find_image_dynsym(base, base + sizeof img->bytes, base, &src, &tab);
+    INFO("gnu " << gnu);
+    CHECK(tab.sym_size <= 0x1000);
+    if (!gnu) CHECK(found);
+  }
+  // No image at all, or bias 0: nothing, and no fault.
+  ElfSource src;
+  SymTab tab{};
+  CHECK_FALSE(find_image_dynsym(4096, 8192, 4096, &src, &tab));
+  auto img = std::make_unique<FakeImage>(false, false);
+  CHECK_FALSE(find_image_dynsym(img->base(), img->base() + 0x6000, 0, &src, &tab));
 }
 
 TEST_CASE("lookup_symbol_address finds exported data by name") {
