@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -606,20 +607,11 @@ const char* base_name(const char* path, size_t len, size_t* base_len) {
   return path + start;
 }
 
-// True when this library was named in LD_PRELOAD (as opposed to linked): an
-// entry that says "libfaultline", or names this file (its file name, or the
-// same file by device and inode: a copy or link under another name).
-bool preloaded() {
-  const char* p = getenv("LD_PRELOAD");
-  if (!p || !*p) return false;
-  if (strstr(p, "libfaultline")) return true;
-  Dl_info info;
-  if (!dladdr(reinterpret_cast<void*>(&base_name), &info) || !info.dli_fname) return false;
+// True when an LD_PRELOAD entry names this library: its file name, or the
+// same file by device and inode (a copy or link under another name).
+bool named_in(const char* p, const Dl_info& info) {
   size_t self_len = 0;
   const char* self = base_name(info.dli_fname, strlen(info.dli_fname), &self_len);
-  // Under its own name an entry naming it would have said so above: linked,
-  // with some other library preloaded (an allocator), and no stat needed.
-  if (strstr(self, "libfaultline")) return false;
   struct stat self_st;
   bool have_st = stat(info.dli_fname, &self_st) == 0;
   // Entries are separated by spaces or colons (ld.so(8)).
@@ -643,6 +635,91 @@ bool preloaded() {
     while (*e == ' ' || *e == ':') ++e;
   }
   return false;
+}
+
+// Where the loader placed this library: the objects it preloads
+// (LD_PRELOAD, /etc/ld.so.preload, ld.so --preload) come right after the
+// executable and the vDSO, before the executable's own DT_NEEDED libraries;
+// a linked library comes among or after those, a dlopened one at the end.
+struct LinkOrder {
+  uintptr_t self;          // this library's ELF header
+  const char* needed[64];  // the executable's DT_NEEDED names
+  int nneeded;
+  bool needed_seen;  // one of them is before us
+  int verdict;       // 0 undecided, 1 preloaded, 2 not
+};
+
+int link_order_step(struct dl_phdr_info* info, size_t, void* data) {
+  LinkOrder* o = static_cast<LinkOrder*>(data);
+  uintptr_t lo = UINTPTR_MAX, hi = 0, dyn = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type == PT_LOAD) {
+      lo = ph.p_vaddr < lo ? ph.p_vaddr : lo;
+      hi = ph.p_vaddr + ph.p_memsz > hi ? ph.p_vaddr + ph.p_memsz : hi;
+    } else if (ph.p_type == PT_DYNAMIC) {
+      dyn = info->dlpi_addr + ph.p_vaddr;
+    }
+  }
+  if (lo >= hi) return 0;
+  uintptr_t start = info->dlpi_addr + lo, end = info->dlpi_addr + hi;
+  if (o->nneeded < 0) {  // the first object: the executable
+    o->nneeded = 0;
+    if (!dyn) return 1;
+    uintptr_t strtab = 0;
+    uint64_t needed[64];
+    int n = 0;
+    for (const ElfW(Dyn)* d = reinterpret_cast<const ElfW(Dyn)*>(dyn); d->d_tag != DT_NULL; ++d) {
+      if (d->d_tag == DT_STRTAB) strtab = d->d_un.d_ptr;
+      if (d->d_tag == DT_NEEDED && n < 64) needed[n++] = d->d_un.d_val;
+    }
+    // The loader may have rewritten the pointer to a runtime address.
+    if (strtab && (strtab < start || strtab >= end)) strtab += info->dlpi_addr;
+    if (!strtab || strtab < start || strtab >= end) return 1;
+    for (int k = 0; k < n; ++k)
+      o->needed[o->nneeded++] = reinterpret_cast<const char*>(strtab + needed[k]);
+    return 0;
+  }
+  const char* name = info->dlpi_name ? info->dlpi_name : "";
+  size_t base_len = 0;
+  const char* base = base_name(name, strlen(name), &base_len);
+  bool needed = false;
+  for (int k = 0; k < o->nneeded; ++k) {
+    if (strlen(o->needed[k]) == base_len && memcmp(o->needed[k], base, base_len) == 0) {
+      needed = true;
+    }
+  }
+  if (start <= o->self && o->self < end) {
+    // Linked (the executable needs it, maybe first), or after what it needs.
+    o->verdict = needed || o->needed_seen ? 2 : 1;
+    return 1;
+  }
+  o->needed_seen = o->needed_seen || needed;
+  return 0;
+}
+
+bool placed_as_preload(const Dl_info& info) {
+  LinkOrder o = {};
+  o.self = reinterpret_cast<uintptr_t>(info.dli_fbase);
+  o.nneeded = -1;
+  dl_iterate_phdr(link_order_step, &o);
+  return o.verdict == 1 && o.nneeded > 0;
+}
+
+// True when this library was preloaded (as opposed to linked or dlopened):
+// "libfaultline" in LD_PRELOAD (the quick check, every preloaded start),
+// else an LD_PRELOAD entry naming it under another name, else its place in
+// the loader's list (/etc/ld.so.preload, ld.so --preload).
+bool preloaded() {
+  const char* p = getenv("LD_PRELOAD");
+  if (p && strstr(p, "libfaultline")) return true;
+  Dl_info info;
+  if (!dladdr(reinterpret_cast<void*>(&base_name), &info) || !info.dli_fname) return false;
+  size_t self_len = 0;
+  const char* self = base_name(info.dli_fname, strlen(info.dli_fname), &self_len);
+  // Under its own name an entry naming it would have said so above.
+  if (p && *p && !strstr(self, "libfaultline") && named_in(p, info)) return true;
+  return placed_as_preload(info);
 }
 
 // The preload entry point. glibc passes (argc, argv, envp) to constructors.

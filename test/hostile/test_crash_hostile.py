@@ -265,29 +265,55 @@ def test_library_replaced_or_deleted_without_map_files_is_named_from_the_image(d
 
 # --- the library under another name -------------------------------------------------------
 
-@pytest.mark.parametrize("how", ["copy", "symlink-in-a-list"])
+LDSO = "/lib64/ld-linux-x86-64.so.2"
+
+
+@pytest.mark.parametrize("how", ["copy", "symlink-in-a-list", "ld.so --preload"])
 def test_library_preloaded_under_another_name_still_reports(tmp_path, how):
     # A packager or user who renames the library (or links it under another
-    # name) and preloads that: the preload was taken for "linked, not
-    # preloaded" (the entry did not say libfaultline) and nothing was
-    # installed, so the crash left no report.
+    # name) and preloads that, or preloads it without LD_PRELOAD (ld.so
+    # --preload, as /etc/ld.so.preload does): the preload was taken for
+    # "linked, not preloaded" (LD_PRELOAD did not say libfaultline) and
+    # nothing was installed, so the crash left no report.
+    argv = [CRASHER, "null-read"]
+    preload = None
     if how == "copy":
         lib = tmp_path / "crashreport.so"
         shutil.copy(LIB, lib)
         preload = str(lib)
-    else:
+    elif how == "symlink-in-a-list":
         lib = tmp_path / "cr.so"
         os.symlink(os.path.realpath(LIB), lib)
         preload = f"libm.so.6 {lib}"
+    else:
+        if not os.path.exists(LDSO):
+            pytest.skip("no " + LDSO)
+        argv = [LDSO, "--preload", LIB] + argv
     reports_dir = tmp_path / "reports"
     reports_dir.mkdir()
-    env = clean_env(LD_PRELOAD=preload, FAULTLINE_DIR=str(reports_dir))
-    p = subprocess.run([CRASHER, "null-read"], env=env, capture_output=True, timeout=60)
+    env = clean_env(FAULTLINE_DIR=str(reports_dir))
+    if preload:
+        env["LD_PRELOAD"] = preload
+    p = subprocess.run(argv, env=env, capture_output=True, timeout=60)
     assert p.returncode == -signal.SIGSEGV, p.stderr
     found = reports(reports_dir)
     assert len(found) == 1, p.stderr
     rep = fltest.validate(json.load(open(found[0])))
-    assert fltest.native_symbols(fltest.crashed_thread(rep))[0] == "null_read"
+    assert rep["signal"]["name"] == "SIGSEGV"
+    if how != "ld.so --preload":  # run through ld.so, the executable is ld.so's file
+        assert fltest.native_symbols(fltest.crashed_thread(rep))[0] == "null_read"
+
+
+
+def test_library_loaded_with_dlopen_does_not_install_itself(tmp_path):
+    # Loaded late (ctypes, as the Python package does before enable()), it
+    # waits to be asked: its constructor installs only a preload.
+    script = ("import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); "
+              "print(lib.faultline_installed())")
+    p = subprocess.run([PY, "-c", script, LIB], env=clean_env(), capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "0"
 
 
 # --- secrets in argv ---------------------------------------------------------------------
