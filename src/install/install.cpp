@@ -614,9 +614,10 @@ bool named_in(const char* p, const Dl_info& info) {
   const char* self = base_name(info.dli_fname, strlen(info.dli_fname), &self_len);
   struct stat self_st;
   bool have_st = stat(info.dli_fname, &self_st) == 0;
-  // Entries are separated by spaces or colons (ld.so(8)).
+  // Entries are separated by spaces or colons (ld.so(8)); in
+  // /etc/ld.so.preload by any white space.
   for (const char* e = p; *e;) {
-    size_t len = strcspn(e, " :");
+    size_t len = strcspn(e, " :\t\n");
     size_t entry_base_len = 0;
     const char* entry_base = base_name(e, len, &entry_base_len);
     if (len > 0 && entry_base_len == self_len && memcmp(entry_base, self, self_len) == 0) {
@@ -632,7 +633,7 @@ bool named_in(const char* p, const Dl_info& info) {
       }
     }
     e += len;
-    while (*e == ' ' || *e == ':') ++e;
+    while (*e == ' ' || *e == ':' || *e == '\t' || *e == '\n') ++e;
   }
   return false;
 }
@@ -641,12 +642,13 @@ bool named_in(const char* p, const Dl_info& info) {
 // (LD_PRELOAD, /etc/ld.so.preload, ld.so --preload) come right after the
 // executable and the vDSO, before the executable's own DT_NEEDED libraries;
 // a linked library comes among or after those, a dlopened one at the end.
+enum class Placed { kUndecided, kPreloaded, kAfterNeeded, kLinked };
 struct LinkOrder {
-  uintptr_t self;          // this library's ELF header
+  uintptr_t self;          // an address in this library's code
   const char* needed[64];  // the executable's DT_NEEDED names
   int nneeded;
   bool needed_seen;  // one of them is before us
-  int verdict;       // 0 undecided, 1 preloaded, 2 not
+  Placed verdict;
 };
 
 int link_order_step(struct dl_phdr_info* info, size_t, void* data) {
@@ -684,26 +686,42 @@ int link_order_step(struct dl_phdr_info* info, size_t, void* data) {
   size_t base_len = 0;
   const char* base = base_name(name, strlen(name), &base_len);
   bool needed = false;
-  for (int k = 0; k < o->nneeded; ++k) {
-    if (strlen(o->needed[k]) == base_len && memcmp(o->needed[k], base, base_len) == 0) {
-      needed = true;
-    }
+  for (int k = 0; k < o->nneeded && !needed; ++k) {
+    size_t need_len = 0;
+    const char* need = base_name(o->needed[k], strlen(o->needed[k]), &need_len);
+    needed = need_len == base_len && memcmp(need, base, base_len) == 0;
   }
   if (start <= o->self && o->self < end) {
-    // Linked (the executable needs it, maybe first), or after what it needs.
-    o->verdict = needed || o->needed_seen ? 2 : 1;
+    // Linked (the executable needs it, maybe first), or after what it
+    // needs (dlopened, linked through another library, or preloaded after
+    // another preload that the executable also needs).
+    o->verdict = needed           ? Placed::kLinked
+                 : o->needed_seen ? Placed::kAfterNeeded
+                                  : Placed::kPreloaded;
     return 1;
   }
   o->needed_seen = o->needed_seen || needed;
   return 0;
 }
 
-bool placed_as_preload(const Dl_info& info) {
+Placed placed(const Dl_info&) {
   LinkOrder o = {};
-  o.self = reinterpret_cast<uintptr_t>(info.dli_fbase);
+  o.self = reinterpret_cast<uintptr_t>(&base_name);
   o.nneeded = -1;
   dl_iterate_phdr(link_order_step, &o);
-  return o.verdict == 1 && o.nneeded > 0;
+  return o.nneeded > 0 ? o.verdict : Placed::kUndecided;
+}
+
+// /etc/ld.so.preload names this library (under any file name).
+bool named_in_preload_file(const Dl_info& info) {
+  int fd = open("/etc/ld.so.preload", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  return strstr(buf, "libfaultline") || named_in(buf, info);
 }
 
 // True when this library was preloaded (as opposed to linked or dlopened):
@@ -713,13 +731,26 @@ bool placed_as_preload(const Dl_info& info) {
 bool preloaded() {
   const char* p = getenv("LD_PRELOAD");
   if (p && strstr(p, "libfaultline")) return true;
+  // A setuid or file-capability program: the loader ignored LD_PRELOAD,
+  // and a system-wide preload must not give its caller a report of a
+  // privileged process (its registers, its address layout).
+  if (getauxval(AT_SECURE)) return false;
   Dl_info info;
   if (!dladdr(reinterpret_cast<void*>(&base_name), &info) || !info.dli_fname) return false;
   size_t self_len = 0;
   const char* self = base_name(info.dli_fname, strlen(info.dli_fname), &self_len);
   // Under its own name an entry naming it would have said so above.
   if (p && *p && !strstr(self, "libfaultline") && named_in(p, info)) return true;
-  return placed_as_preload(info);
+  switch (placed(info)) {
+    case Placed::kPreloaded:
+      return true;
+    case Placed::kAfterNeeded:
+      // An earlier preload the executable also needs (libstdc++ preloaded
+      // by LD_PRELOAD) puts a system-wide preload after it.
+      return named_in_preload_file(info);
+    default:
+      return false;
+  }
 }
 
 // The preload entry point. glibc passes (argc, argv, envp) to constructors.

@@ -316,6 +316,54 @@ def test_library_loaded_with_dlopen_does_not_install_itself(tmp_path):
     assert p.stdout.strip() == "0"
 
 
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or
+                    not shutil.which("setpriv"),
+                    reason="needs root, unshare and setpriv")
+def test_system_wide_preload_installs_except_in_a_setuid_program():
+    # /etc/ld.so.preload (in a mount namespace of this test only) naming the
+    # library: a program run by another user gets a report; the same
+    # program setuid root does not install faultline, so its caller cannot
+    # make it write a report of a privileged process.
+    import pathlib
+    base = tempfile.mkdtemp(prefix="fl-sysprel-")  # pytest's own is root's alone
+    try:
+        system_wide_preload(pathlib.Path(base))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def system_wide_preload(tmp_path):
+    os.chmod(tmp_path, 0o755)
+    lib = tmp_path / "libfaultline.so"
+    shutil.copy(LIB, lib)
+    etc = tmp_path / "etc"
+    shutil.copytree("/etc", etc, symlinks=True)
+    (etc / "ld.so.preload").write_text(f"{lib}\n")
+    plain = tmp_path / "crasher"
+    shutil.copy(CRASHER, plain)
+    suid = tmp_path / "crasher-suid"
+    shutil.copy(CRASHER, suid)
+    os.chown(suid, 0, 0)
+    os.chmod(suid, 0o4755)
+    results = {}
+    for exe in (plain, suid):
+        work = tmp_path / ("work-" + exe.name)
+        work.mkdir()
+        os.chmod(work, 0o777)
+        script = (f"mount --bind {etc} /etc && exec setpriv --reuid=nobody --regid=nogroup "
+                  f"--clear-groups {exe} null-read")
+        p = subprocess.run(["unshare", "--mount", "sh", "-c", script], cwd=str(work),
+                           env=clean_env(), capture_output=True, timeout=60)
+        if exe == plain and p.returncode not in (-signal.SIGSEGV, 128 + signal.SIGSEGV):
+            pytest.skip("no mount namespace here: " + p.stderr.decode(errors="replace")[-200:])
+        assert p.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), p.stderr
+        results[exe.name] = (reports(work), p.stderr)
+    assert len(results["crasher"][0]) == 1, results["crasher"][1]
+    assert results["crasher-suid"][0] == [], results["crasher-suid"][1]
+    assert b"faultline" not in results["crasher-suid"][1]
+
+
 # --- secrets in argv ---------------------------------------------------------------------
 
 SECRET_ARGS = ["--api-key=sk-live-123", "--password", "hunter2", "--db",
