@@ -7,11 +7,7 @@ namespace faultline::core {
 int find_symtabs(const ElfSource& src, SymTab* out) {
   ElfW(Ehdr) eh;
   if (!src.read(&eh, 0, sizeof eh)) return -1;
-  if (eh.e_ident[EI_MAG0] != ELFMAG0 || eh.e_ident[EI_MAG1] != ELFMAG1 ||
-      eh.e_ident[EI_MAG2] != ELFMAG2 || eh.e_ident[EI_MAG3] != ELFMAG3 ||
-      eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(ElfW(Shdr))) {
-    return -1;
-  }
+  if (!is_elf64(eh) || eh.e_shentsize != sizeof(ElfW(Shdr))) return -1;
   // One pass over the section headers, 16 per read: a read is a system
   // call (~1.5 us in a virtual machine), and a library has 30 to 70 sections.
   constexpr unsigned kPerRead = 16;
@@ -84,10 +80,7 @@ bool read_image_dynamic(uintptr_t base, uintptr_t end, uintptr_t bias, ImageDyna
   *out = {};
   if (bias == 0 || end <= base) return false;
   ElfW(Ehdr) eh;
-  if (!safe_read(&eh, base, sizeof eh) || eh.e_ident[EI_MAG0] != ELFMAG0 ||
-      eh.e_ident[EI_MAG1] != ELFMAG1 || eh.e_ident[EI_MAG2] != ELFMAG2 ||
-      eh.e_ident[EI_MAG3] != ELFMAG3 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-      eh.e_phentsize != sizeof(ElfW(Phdr))) {
+  if (!safe_read(&eh, base, sizeof eh) || !is_elf64(eh) || eh.e_phentsize != sizeof(ElfW(Phdr))) {
     return false;
   }
   ElfW(Phdr) ph[64];

@@ -13,6 +13,13 @@
 
 namespace faultline::core {
 
+// A 64-bit ELF header: its magic and class.
+inline bool is_elf64(const ElfW(Ehdr) & eh) {
+  return eh.e_ident[EI_MAG0] == ELFMAG0 && eh.e_ident[EI_MAG1] == ELFMAG1 &&
+         eh.e_ident[EI_MAG2] == ELFMAG2 && eh.e_ident[EI_MAG3] == ELFMAG3 &&
+         eh.e_ident[EI_CLASS] == ELFCLASS64;
+}
+
 // Where a module's ELF bytes come from: its file, or its image in memory.
 struct ElfSource {
   int fd = -1;

@@ -5,12 +5,13 @@
 #include <fcntl.h>
 #include <link.h>
 #include <sys/auxv.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/elf_source.h"
 #include "core/module_snapshot.h"
 #include "core/safe_read.h"
 #include "core/str.h"
+#include "core/sys.h"
 
 namespace faultline::core {
 namespace {
@@ -111,10 +112,7 @@ namespace {
 bool file_has_build_id(int fd, const Module& m) {
   ElfW(Ehdr) eh;
   if (pread(fd, &eh, sizeof eh, 0) != static_cast<ssize_t>(sizeof eh)) return false;
-  if (__builtin_memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-      eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0) {
-    return false;
-  }
+  if (!is_elf64(eh) || eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0) return false;
   ElfW(Phdr) ph[64];
   size_t phnum = eh.e_phnum < 64 ? eh.e_phnum : 64;
   ssize_t want = static_cast<ssize_t>(phnum * sizeof ph[0]);
@@ -138,22 +136,14 @@ bool file_has_build_id(int fd, const Module& m) {
   return false;
 }
 
-struct MapFilesDirent {
-  uint64_t d_ino;
-  int64_t d_off;
-  unsigned short d_reclen;
-  unsigned char d_type;
-  char d_name[1];
-};
+// Set when the kernel refused to open a mapping (EPERM: not root outside a
+// container): no more scans of the directory, one per module, in vain.
+int g_map_files_denied = 0;
 
 // The module's first mapping as the kernel keeps it, whatever its path now
 // holds: /proc/self/map_files/<start>-<end> (opening one needs
 // CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE in the initial user namespace:
 // root, not in a container). -1 where there is none or it may not be opened.
-// Set when the kernel refused to open a mapping (EPERM: not root outside a
-// container): no more scans of the directory, one per module, in vain.
-int g_map_files_denied = 0;
-
 int open_mapped_file(const Module& m) {
   if (__atomic_load_n(&g_map_files_denied, __ATOMIC_RELAXED)) return -1;
   char dirpath[] = "/proc/self/map_files/";
@@ -165,23 +155,14 @@ int open_mapped_file(const Module& m) {
   StrBuf w(want, sizeof want);
   w.add_n(hex + 2, hex_len - 2).add("-");
   int fd = -1;
-  alignas(8) char buf[4096];
-  for (bool done = false; !done;) {
-    long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
-    if (n <= 0) break;
-    for (long off = 0; off < n;) {
-      const MapFilesDirent* d = reinterpret_cast<const MapFilesDirent*>(buf + off);
-      if (d->d_reclen == 0) break;
-      off += d->d_reclen;
-      if (!str_starts_with(d->d_name, want)) continue;
-      fd = openat(dir, d->d_name, O_RDONLY | O_CLOEXEC);
-      if (fd < 0 && (errno == EPERM || errno == EACCES)) {
-        __atomic_store_n(&g_map_files_denied, 1, __ATOMIC_RELAXED);
-      }
-      done = true;
-      break;
+  for_each_dir_entry(dir, [&](const char* name) {
+    if (!str_starts_with(name, want)) return false;
+    fd = openat(dir, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && (errno == EPERM || errno == EACCES)) {
+      __atomic_store_n(&g_map_files_denied, 1, __ATOMIC_RELAXED);
     }
-  }
+    return true;
+  });
   close(dir);
   return fd;
 }

@@ -19,6 +19,30 @@ inline pid_t sys_getpid() {
   return static_cast<pid_t>(syscall(SYS_getpid));
 }
 
+// Calls f(name) for each entry of the directory open at dir, read with
+// getdents64 (no libc directory stream, no heap), until f returns true.
+template <typename F>
+void for_each_dir_entry(int dir, F f) {
+  struct Dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[1];
+  };
+  alignas(8) char buf[4096];  // read as Dirent64 records
+  for (;;) {
+    long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (n <= 0) return;
+    for (long off = 0; off < n;) {
+      const Dirent64* d = reinterpret_cast<const Dirent64*>(buf + off);
+      if (d->d_reclen == 0) break;
+      off += d->d_reclen;
+      if (f(d->d_name)) return;
+    }
+  }
+}
+
 // CLOCK_MONOTONIC in nanoseconds.
 inline uint64_t monotonic_ns() {
   struct timespec ts;

@@ -201,13 +201,23 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
   errno = saved;
 }
 
-struct LinuxDirent64 {
-  uint64_t d_ino;
-  int64_t d_off;
-  unsigned short d_reclen;
-  unsigned char d_type;
-  char d_name[1];
-};
+// The threads in /proc/self/task (open at dir) other than self, into
+// threads[1..capacity); all counted in *threads_total. Returns the slots used.
+// Not inlined into capture_other_threads, whose sigsetjmp would make its
+// locals "clobbered" (-Wclobbered).
+__attribute__((noinline)) int list_threads(int dir, pid_t self, ThreadCapture* threads,
+                                           int capacity, int* threads_total) {
+  int count = 1;
+  for_each_dir_entry(dir, [&](const char* name) {
+    int64_t tid = 0;
+    if (!parse_int(name, &tid) || tid <= 0 || tid == self) return false;
+    ++*threads_total;
+    if (count >= capacity) return false;
+    threads[count++].tid = static_cast<pid_t>(tid);
+    return false;
+  });
+  return count;
+}
 
 // Reads /proc/self/task/<tid>/<file> into out; returns bytes read or -1.
 long read_task_file(pid_t tid, const char* file, char* out, size_t cap) {
@@ -302,29 +312,13 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
                           int* threads_total, int* cut, uint64_t* park_ns, CaptureErrors* errors) {
   *threads_total = 1;
   *cut = 0;
-  int count = 1;
   pid_t self = threads[0].tid;
   int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) {
     errors->add("threads: /proc/self/task is not readable; only the crashing thread is listed");
-    return count;
+    return 1;
   }
-  alignas(8) char buf[4096];  // read as LinuxDirent64 records
-  for (;;) {
-    long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
-    if (n <= 0) break;
-    for (long off = 0; off < n;) {
-      const LinuxDirent64* d = reinterpret_cast<const LinuxDirent64*>(buf + off);
-      if (d->d_reclen == 0) break;
-      off += d->d_reclen;
-      int64_t tid = 0;
-      if (!parse_int(d->d_name, &tid) || tid <= 0 || tid == self) continue;
-      ++*threads_total;
-      if (count >= capacity) continue;
-      ThreadCapture* t = &threads[count++];
-      t->tid = static_cast<pid_t>(tid);
-    }
-  }
+  const int count = list_threads(dir, self, threads, capacity, threads_total);
   close(dir);
   if (*threads_total > capacity) {
     errors->add("threads: more threads than the report can list; the rest are counted only");
