@@ -9,6 +9,8 @@
 // namespace apply) from its return address, so the interposer must jump to
 // libc's dlopen with the caller's return address in place, never call it.
 // Install-side code, never run in the signal handler.
+#include "install/dlopen_hook.h"
+
 #include <dlfcn.h>
 
 #include "core/crash.h"
@@ -30,12 +32,16 @@ faultline::core::DlopenFn g_fl_real_dlopen = nullptr;
 // before the preload's): what it loaded may be out of the global scope.
 volatile int g_fl_dlopen_before_install = 0;
 
-// Runs on every dlopen, before it. Returns nothing; the stub then jumps to
-// g_fl_real_dlopen, resolved here on first use.
-void fl_before_dlopen() {
+static void resolve_real_dlopen() {
   if (!g_fl_real_dlopen) {
     g_fl_real_dlopen = reinterpret_cast<faultline::core::DlopenFn>(dlsym(RTLD_NEXT, "dlopen"));
   }
+}
+
+// Runs on every dlopen, before it. Returns nothing; the stub then jumps to
+// g_fl_real_dlopen, resolved here on first use.
+void fl_before_dlopen() {
+  resolve_real_dlopen();
   if (faultline::core::g_crash.installed) {
     faultline::core::module_snapshot_refresh(false);
   } else {
@@ -44,6 +50,11 @@ void fl_before_dlopen() {
 }
 
 }  // extern "C"
+
+void* faultline::install::dlopen_unhooked(const char* file, int mode) {
+  resolve_real_dlopen();
+  return g_fl_real_dlopen ? g_fl_real_dlopen(file, mode) : nullptr;
+}
 
 // dlopen(file, mode): save the arguments, call fl_before_dlopen with the
 // stack aligned, restore them, and jump (the caller's return address stays

@@ -267,15 +267,6 @@ void install_altstack() {
 
 // True when `where` is the executable: its program headers (AT_PHDR) sit at
 // the start of its first mapping. dladdr names it by argv[0].
-bool libunwind_load_quietly(const char** why) {
-  // faultline's own dlopen goes through its dlopen hook too: it is not a
-  // library constructor's load out of the global scope.
-  int before = g_fl_dlopen_before_install;
-  bool ok = faultline::install::libunwind_load(why);
-  g_fl_dlopen_before_install = before;
-  return ok;
-}
-
 bool is_main_object(const Dl_info& where) {
   uintptr_t phdr = getauxval(AT_PHDR);
   uintptr_t base = reinterpret_cast<uintptr_t>(where.dli_fbase);
@@ -434,8 +425,8 @@ int faultline_install(const faultline_options* caller) {
   if (const char* u = secure_getenv("FAULTLINE_UNWINDER"); u && *u) {
     if (!unwinder_choose(u)) {
       warn_bad("FAULTLINE_UNWINDER", u, "expected cfi, cfi+libunwind or libunwind");
-    } else if (const char* why = "";
-               unwinder_choice() != UnwinderChoice::kCfi && !libunwind_load_quietly(&why)) {
+    } else if (const char* why = ""; unwinder_choice() != UnwinderChoice::kCfi &&
+                                     !faultline::install::libunwind_load(&why)) {
       raw_log("faultline: FAULTLINE_UNWINDER=", u, ": libunwind could not be loaded (");
       raw_log(why, "); using the CFI unwinder\n");
     }

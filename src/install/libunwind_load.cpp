@@ -6,6 +6,7 @@
 
 #include "core/thread_state.h"
 #include "core/unwind.h"
+#include "install/dlopen_hook.h"
 
 // libunwind.h names its functions through macros (unw_step is
 // _ULx86_64_step with UNW_LOCAL_ONLY): the symbol is the macro's expansion.
@@ -44,7 +45,7 @@ bool tls_is_static(void* handle) {
 bool libunwind_load(const char** why) {
   *why = "";
   if (core::libunwind_available()) return true;
-  void* h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  void* h = dlopen_unhooked("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
     *why = e ? e : "libunwind.so.8 could not be loaded";
