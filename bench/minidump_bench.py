@@ -32,7 +32,8 @@ def one_crash(build, threads, minidump, parent):
         env = dict(os.environ, LD_PRELOAD=os.path.join(build, "lib", "libfaultline.so"), FAULTLINE_DIR=d,
                    FAULTLINE_STDERR="0", FAULTLINE_MINIDUMP="1" if minidump else "0")
         p = subprocess.Popen([os.path.join(build, "bench", "bench_threads"), str(threads)], env=env,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL)
         assert p.stdout.readline() == b"ready\n"
         t0 = time.perf_counter()
         p.stdin.write(b"crash\n")

@@ -94,6 +94,17 @@ class RenameWatch:
         os.close(self.fd)
 
 
+def fault_time(f):
+    """The "fault NS" line a crashing program wrote to f (a file: a pipe's
+    reader would wake up and compete with the capture for the CPUs)."""
+    f.seek(0)
+    for line in f.read().splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == b"fault":
+            return int(parts[1])
+    return None
+
+
 def crash_once(build, n, unwinder):
     """The report and the milliseconds from the fault to its rename."""
     d = tempfile.mkdtemp(prefix="fl-perf-")
@@ -102,16 +113,15 @@ def crash_once(build, n, unwinder):
         watch = RenameWatch(d)
         env = dict(os.environ, LD_PRELOAD=lib(build), FAULTLINE_DIR=d, FAULTLINE_STDERR="0",
                    FAULTLINE_UNWINDER=unwinder)
-        p = subprocess.Popen([os.path.join(build, "bench", "bench_threads"), str(n)], env=env,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL)
-        assert p.stdout.readline() == b"ready\n"
-        p.stdin.write(b"crash\n")
-        p.stdin.flush()
-        line = p.stdout.readline().split()
-        fault_ns = int(line[1]) if len(line) == 2 and line[0] == b"fault" else None
-        renamed_ns = watch.wait(p)
-        p.wait()
+        with tempfile.TemporaryFile() as err:
+            p = subprocess.Popen([os.path.join(build, "bench", "bench_threads"), str(n)], env=env,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+            assert p.stdout.readline() == b"ready\n"
+            p.stdin.write(b"crash\n")
+            p.stdin.flush()
+            renamed_ns = watch.wait(p)
+            p.wait()
+            fault_ns = fault_time(err)
         reports = [f for f in os.listdir(d) if f.endswith(".json") and not f.startswith(".")]
         rep = None
         if reports:
@@ -180,7 +190,7 @@ def p1(build, runs, results):
 
 
 PY_JOB = r"""
-import ctypes, threading, time
+import ctypes, os, threading, time
 ev = threading.Event()
 def worker():
     ev.set()
@@ -190,7 +200,7 @@ threading.Thread(target=worker, daemon=True).start()
 ev.wait()
 %s
 def crash():
-    print("fault", time.monotonic_ns(), flush=True)
+    os.write(2, b"fault %d\n" % time.monotonic_ns())
     ctypes.string_at(0)
 crash()
 """
@@ -205,14 +215,15 @@ def python_job(build, runs, results, torch):
             watch = RenameWatch(d)
             env = dict(os.environ, LD_PRELOAD=lib(build), FAULTLINE_DIR=d, FAULTLINE_STDERR="0",
                        FAULTLINE_UNWINDER=unwinder)
-            p = subprocess.Popen([PYTHON, "-c", code], env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL)
-            line = p.stdout.readline().split()
-            renamed_ns = watch.wait(p)
-            p.wait()
+            with tempfile.TemporaryFile() as err:
+                p = subprocess.Popen([PYTHON, "-c", code], env=env, stdout=subprocess.DEVNULL,
+                                     stderr=err)
+                renamed_ns = watch.wait(p)
+                p.wait()
+                fault_ns = fault_time(err)
             watch.close()
-            if len(line) == 2 and line[0] == b"fault" and renamed_ns:
-                totals.append((renamed_ns - int(line[1])) / 1e6)
+            if fault_ns and renamed_ns:
+                totals.append((renamed_ns - fault_ns) / 1e6)
             for f in os.listdir(d):
                 if f.endswith(".json") and not f.startswith("."):
                     with open(os.path.join(d, f)) as fh:

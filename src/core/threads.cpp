@@ -121,6 +121,35 @@ std::atomic<bool> g_active{false};  // a capture is asking
 int g_signo = 0;
 struct sigaction g_previous;
 pid_t g_pid = 0;
+// The next request to be asked. The owner asks them in order, and each
+// thread that answers asks the next one before it unwinds itself: a woken
+// thread often preempts the owner on its CPU, and with only the owner
+// asking, the other CPUs went idle while it waited for its turn (half the
+// threads phase at 64 threads on two CPUs). Each index is taken once.
+std::atomic<int> g_next_ask{kMaxRequests};
+pid_t g_ask_pid = 0;
+
+// Asks request i's thread for its stack. Its signal stack's top first: the
+// kernel writes the signal frame there and the unwinder runs below it; one
+// system call here instead of page faults there. A thread that exited
+// counts as answered.
+void ask(int i) {
+  Request& r = g_requests[i];
+  altstack_prefault(r.tid, kAltStackPrefaultBytes);
+  if (syscall(SYS_tgkill, g_ask_pid, r.tid, g_signo) != 0 &&
+      move(r.state, RequestState::kRequested, RequestState::kGone)) {
+    r.slot->note = "thread exited before it could be asked for its stack";
+    answer();
+  }
+}
+
+// Asks the next request not yet asked; false when all have been.
+bool ask_next() {
+  int i = g_next_ask.fetch_add(1, std::memory_order_acq_rel);
+  if (i >= g_nrequests || i >= kMaxRequests) return false;
+  ask(i);
+  return true;
+}
 
 void chain_previous(int signo, siginfo_t* info, void* uc) {
   if (g_previous.sa_flags & SA_SIGINFO) {
@@ -166,6 +195,7 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     if (r.tid != self || !move(r.state, RequestState::kRequested, RequestState::kClaimed)) {
       continue;
     }
+    ask_next();                                    // keep the other CPUs busy: pass the asking on
     ThreadState* found = thread_state_find(self);  // never claims: a parked thread needs none
     const ucontext_t* secondary = found ? found->secondary_uc : nullptr;
     const ucontext_t* uc = secondary ? secondary : static_cast<ucontext_t*>(ucv);
@@ -278,6 +308,7 @@ void threads_reset_after_fork() {
   g_nrequests = 0;
   g_inflight.store(0, std::memory_order_relaxed);
   g_answered.store(0, std::memory_order_relaxed);
+  g_next_ask.store(kMaxRequests, std::memory_order_relaxed);
 }
 
 bool threads_quiet(int timeout_ms) {
@@ -351,28 +382,19 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
   g_answered.store(0, std::memory_order_release);
   g_expected.store(kMaxRequests + 1, std::memory_order_seq_cst);
   g_modules = &modules;
+  g_ask_pid = sys_getpid();
+  g_next_ask.store(0, std::memory_order_release);
   g_active.store(true, std::memory_order_release);
-  int gone = 0;
-  pid_t pid = sys_getpid();
-  for (int i = 0; i < nreq; ++i) {
-    // Its signal stack's top first: the kernel writes the signal frame
-    // there and the unwinder runs below it. One system call here, while the
-    // threads asked before are answering, instead of page faults there.
-    altstack_prefault(g_requests[i].tid, kAltStackPrefaultBytes);
-    if (syscall(SYS_tgkill, pid, g_requests[i].tid, g_signo) != 0) {
-      ++gone;
-      g_requests[i].state.store(RequestState::kGone, std::memory_order_release);
-      g_requests[i].slot->note = "thread exited before it could be asked for its stack";
-    }
+  while (ask_next()) {
   }
   // One deadline for all: threads park in parallel; the last one wakes us
   // (an answer before this store sees more expected and wakes nobody; the
   // load below then sees it).
-  g_expected.store(nreq - gone, std::memory_order_seq_cst);
+  g_expected.store(nreq, std::memory_order_seq_cst);
   uint64_t start = monotonic_ns();
   for (;;) {
     int answered = g_answered.load(std::memory_order_seq_cst);
-    if (answered >= nreq - gone) break;
+    if (answered >= nreq) break;
     long elapsed_ms = static_cast<long>((monotonic_ns() - start) / 1000000);
     if (elapsed_ms >= timeout_ms) break;
     long left = timeout_ms - elapsed_ms;
@@ -451,6 +473,7 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
     futex_wake(&r.state);
   }
   g_nrequests = 0;
+  g_next_ask.store(kMaxRequests, std::memory_order_release);
   // Threads that did not name themselves (no answer, over the cap): /proc.
   for (int i = 1; i < count; ++i) {
     if (!threads[i].name[0])
