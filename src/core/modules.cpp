@@ -26,6 +26,15 @@ volatile int g_exe_path_state = 0;
 uintptr_t g_exe_phdr = 0;
 size_t g_exe_phnum = 0;
 uintptr_t g_vdso = 0;
+// Started through its loader (`ld.so prog`, as portable bundles and some
+// sandboxes start programs): the kernel ran ld.so, so /proc/self/exe is the
+// loader, not the program. glibc's loader then points AT_PHDR at the
+// program it mapped, whose first mapping starts at g_exe_start, and AT_BASE
+// (where the kernel put the program's interpreter) is 0.
+bool g_exe_via_loader = false;
+uintptr_t g_exe_start = 0;
+
+long mapped_file_path(uintptr_t start, char* out, size_t cap);
 
 // The build-id note among the notes in notes[0, size).
 void parse_build_id(Module* m, const uint8_t* notes, size_t size) {
@@ -86,7 +95,9 @@ const char* modules_exe_path() {
   if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2 &&
       __atomic_compare_exchange_n(&state, &expected, 1, false, __ATOMIC_ACQ_REL,
                                   __ATOMIC_ACQUIRE)) {
-    long n = readlink("/proc/self/exe", g_exe_path, sizeof g_exe_path - 1);
+    // Started through its loader: the file mapped where the program is.
+    long n = g_exe_via_loader ? mapped_file_path(g_exe_start, g_exe_path, sizeof g_exe_path - 1)
+                              : readlink("/proc/self/exe", g_exe_path, sizeof g_exe_path - 1);
     // A binary replaced while it ran (a package upgrade) reads as
     // "/usr/bin/prog (deleted)": the path it was started from is the one
     // to name (and to group crashes by).
@@ -96,7 +107,8 @@ const char* modules_exe_path() {
     if (n > kDeletedLen && str_eq(g_exe_path + n - kDeletedLen, kDeleted)) {
       g_exe_path[n - kDeletedLen] = '\0';
     }
-    // No /proc: the path the kernel was asked to execute will do.
+    // No /proc: the path the kernel was asked to execute will do (the
+    // program's, as its loader was given it, when started through it).
     if (n <= 0) str_copy(g_exe_path, sizeof g_exe_path, execfn());
     __atomic_store_n(&state, 2, __ATOMIC_RELEASE);
   }
@@ -144,34 +156,58 @@ int g_map_files_denied = 0;
 // holds: /proc/self/map_files/<start>-<end> (opening one needs
 // CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE in the initial user namespace:
 // root, not in a container). -1 where there is none or it may not be opened.
-int open_mapped_file(const Module& m) {
-  if (__atomic_load_n(&g_map_files_denied, __ATOMIC_RELAXED)) return -1;
+// Calls f(dir, name) for the /proc/self/map_files entry of the mapping
+// that starts at start, with dir open; false if there is none.
+template <typename F>
+bool with_mapped_file(uintptr_t start, F&& f) {
   char dirpath[] = "/proc/self/map_files/";
   int dir = open(dirpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return -1;
+  if (dir < 0) return false;
   char hex[24];
-  size_t hex_len = fmt_hex(hex, m.base);  // "0x..."; the kernel writes "%lx-%lx"
+  size_t hex_len = fmt_hex(hex, start);  // "0x..."; the kernel writes "%lx-%lx"
   char want[24];
   StrBuf w(want, sizeof want);
   w.add_n(hex + 2, hex_len - 2).add("-");
-  int fd = -1;
+  bool found = false;
   for_each_dir_entry(dir, [&](const char* name) {
     if (!str_starts_with(name, want)) return false;
+    f(dir, name);
+    found = true;
+    return true;
+  });
+  close(dir);
+  return found;
+}
+
+int open_mapped_file(const Module& m) {
+  if (__atomic_load_n(&g_map_files_denied, __ATOMIC_RELAXED)) return -1;
+  int fd = -1;
+  with_mapped_file(m.base, [&](int dir, const char* name) {
     fd = openat(dir, name, O_RDONLY | O_CLOEXEC);
     if (fd < 0 && (errno == EPERM || errno == EACCES)) {
       __atomic_store_n(&g_map_files_denied, 1, __ATOMIC_RELAXED);
     }
-    return true;
   });
-  close(dir);
   return fd;
+}
+
+// The path of the file mapped at start, as /proc/self/map_files reads it
+// (reading the link needs no privilege, unlike opening it); its length, or
+// -1.
+long mapped_file_path(uintptr_t start, char* out, size_t cap) {
+  long n = -1;
+  with_mapped_file(start, [&](int dir, const char* name) { n = readlinkat(dir, name, out, cap); });
+  return n;
 }
 
 }  // namespace
 
 int open_module_file(const Module& m, bool* replaced) {
   if (replaced) *replaced = false;
-  if (m.is_main) {
+  // Started through its loader, /proc/self/exe is the loader: the program
+  // is then opened as a library is, by its path and build-id.
+  const bool exe = m.is_main && !g_exe_via_loader;
+  if (exe) {
     // The binary that runs, even if its path now holds another (replaced
     // before or after the path was read).
     int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
@@ -179,7 +215,7 @@ int open_module_file(const Module& m, bool* replaced) {
   }
   if (!m.path || !m.path[0]) return -1;
   int fd = open(m.path, O_RDONLY | O_CLOEXEC);
-  if (m.is_main) return fd;
+  if (exe) return fd;
   bool other = false;
   if (fd >= 0) {
     if (m.build_id_len == 0 || file_has_build_id(fd, m)) return fd;
@@ -205,6 +241,24 @@ void modules_init() {
   g_exe_phdr = getauxval(AT_PHDR);
   g_exe_phnum = getauxval(AT_PHNUM);
   g_vdso = getauxval(AT_SYSINFO_EHDR);
+  // A dynamic program (it names an interpreter) whose interpreter the
+  // kernel did not map (AT_BASE 0) was started by running its loader. Its
+  // program headers are mapped memory the loader itself read: read here,
+  // at install, not in a signal handler.
+  g_exe_via_loader = false;
+  g_exe_start = 0;
+  const auto* ph = reinterpret_cast<const ElfW(Phdr)*>(g_exe_phdr);
+  if (getauxval(AT_BASE) != 0 || !ph) return;
+  uintptr_t phdr_vaddr = 0, lo = UINTPTR_MAX;
+  bool interp = false, have_phdr = false;
+  for (size_t i = 0; i < g_exe_phnum; ++i) {
+    if (ph[i].p_type == PT_INTERP) interp = true;
+    if (ph[i].p_type == PT_PHDR) phdr_vaddr = ph[i].p_vaddr, have_phdr = true;
+    if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < lo) lo = ph[i].p_vaddr;
+  }
+  if (!interp || !have_phdr || lo == UINTPTR_MAX) return;
+  g_exe_via_loader = true;
+  g_exe_start = g_exe_phdr - phdr_vaddr + (lo & ~static_cast<uintptr_t>(4095));
 }
 
 void modules_reset_after_fork() {

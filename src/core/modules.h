@@ -33,11 +33,15 @@ void modules_init();
 // In a fork child: a path the parent was still reading is read again.
 void modules_reset_after_fork();
 // The main executable's path (the link map names it ""): /proc/self/exe, read
-// at the first call, else the path given to execve. Async-signal-safe.
+// at the first call (for a program started by running its loader, `ld.so
+// prog`, the file mapped where the program is), else the path given to
+// execve. Async-signal-safe.
 const char* modules_exe_path();
 // Opens the file to read a module's symbols and tables from: its path,
 // except for the executable, read through /proc/self/exe (its path may
-// hold another binary since a package upgrade). A library whose path now
+// hold another binary since a package upgrade) unless the program was
+// started through its loader (then /proc/self/exe is the loader, and the
+// program is opened as a library is). A library whose path now
 // holds another file (its build-id differs from the loaded one's) or none
 // is opened through /proc/self/map_files where the kernel allows it (root
 // outside a container: CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE in the first

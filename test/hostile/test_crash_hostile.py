@@ -300,8 +300,57 @@ def test_library_preloaded_under_another_name_still_reports(tmp_path, how):
     assert len(found) == 1, p.stderr
     rep = fltest.validate(json.load(open(found[0])))
     assert rep["signal"]["name"] == "SIGSEGV"
-    if how != "ld.so --preload":  # run through ld.so, the executable is ld.so's file
-        assert fltest.native_symbols(fltest.crashed_thread(rep))[0] == "null_read"
+    assert fltest.native_symbols(fltest.crashed_thread(rep))[0] == "null_read"
+
+
+def crash_through_the_loader(reports_dir, argv, user=None):
+    if not os.path.exists(LDSO):
+        pytest.skip("no " + LDSO)
+    argv = [LDSO] + argv
+    if user:
+        argv = ["setpriv", f"--reuid={user}", "--regid=nogroup", "--clear-groups"] + argv
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(reports_dir))
+    p = subprocess.run(argv, env=env, capture_output=True, timeout=60)
+    assert p.returncode == -signal.SIGSEGV, p.stderr
+    found = reports(reports_dir)
+    assert len(found) == 1, p.stderr
+    return fltest.validate(json.load(open(found[0])))
+
+
+@pytest.mark.parametrize("user", [None, "nobody"])
+def test_program_started_through_its_loader_is_named_as_itself(user):
+    # `ld.so prog`, as portable bundles and some sandboxes start programs:
+    # the kernel runs the loader, so /proc/self/exe is the loader. The report
+    # named ld.so as the executable and the main module, and read the
+    # program's symbols from ld.so's file: its frames were left unnamed.
+    if user and (os.geteuid() != 0 or shutil.which("setpriv") is None):
+        pytest.skip("needs root and setpriv to run as another user")
+    base = tempfile.mkdtemp(prefix="fl-loader-")  # pytest's own is root's alone
+    try:
+        os.chmod(base, 0o777)
+        rep = crash_through_the_loader(base, [CRASHER, "null-read"], user)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    exe = os.path.realpath(CRASHER)
+    assert rep["process"]["executable"] == exe
+    (main,) = [m for m in rep["modules"] if m.get("main")]
+    assert main["path"] == exe
+    t = fltest.crashed_thread(rep)
+    assert fltest.native_symbols(t)[:5] == ["null_read", "level3", "level2", "level1", "main"]
+    assert all(f["module"] == exe for f in t["frames"][:5]), t["frames"][:5]
+
+
+def test_python_started_through_its_loader_keeps_its_python_frames(tmp_path):
+    # The interpreter is found in the program the loader mapped, not in the
+    # loader /proc/self/exe names.
+    script = tmp_path / "job.py"
+    script.write_text("import ctypes\n\ndef crash_here():\n    ctypes.string_at(0)\n\n"
+                      "crash_here()\n")
+    rep = crash_through_the_loader(tmp_path, [os.path.realpath(PY), str(script)])
+    assert rep["process"]["executable"] == os.path.realpath(PY)
+    t = fltest.crashed_thread(rep)
+    py = [f["function"] for f in t["frames"] if f["kind"] == "python"]
+    assert py[:3] == ["string_at", "crash_here", "<module>"], t["frames"]
 
 
 
