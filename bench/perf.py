@@ -200,7 +200,7 @@ threading.Thread(target=worker, daemon=True).start()
 ev.wait()
 %s
 def crash():
-    os.write(2, b"fault %d\n" % time.monotonic_ns())
+    os.write(2, b"fault %%d\n" %% time.monotonic_ns())
     ctypes.string_at(0)
 crash()
 """
