@@ -244,21 +244,29 @@ void modules_init() {
   // A dynamic program (it names an interpreter) whose interpreter the
   // kernel did not map (AT_BASE 0) was started by running its loader. Its
   // program headers are mapped memory the loader itself read: read here,
-  // at install, not in a signal handler.
-  g_exe_via_loader = false;
-  g_exe_start = 0;
+  // at install, not in a signal handler. Stored once (a second install
+  // computes the same): a capture on another thread never sees a passing
+  // "not through the loader".
+  bool via_loader = false;
+  uintptr_t start = 0;
   const auto* ph = reinterpret_cast<const ElfW(Phdr)*>(g_exe_phdr);
-  if (getauxval(AT_BASE) != 0 || !ph) return;
-  uintptr_t phdr_vaddr = 0, lo = UINTPTR_MAX;
-  bool interp = false, have_phdr = false;
-  for (size_t i = 0; i < g_exe_phnum; ++i) {
-    if (ph[i].p_type == PT_INTERP) interp = true;
-    if (ph[i].p_type == PT_PHDR) phdr_vaddr = ph[i].p_vaddr, have_phdr = true;
-    if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < lo) lo = ph[i].p_vaddr;
+  if (getauxval(AT_BASE) == 0 && ph) {
+    uintptr_t lo = UINTPTR_MAX;
+    for (size_t i = 0; i < g_exe_phnum; ++i) {
+      if (ph[i].p_type == PT_INTERP) via_loader = true;
+      if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < lo) lo = ph[i].p_vaddr;
+    }
+    // The program is the link map's first entry; its l_addr is the load
+    // bias (no PT_PHDR needed to find it).
+    const struct link_map* main_map = _r_debug.r_map;
+    if (lo == UINTPTR_MAX || !main_map) via_loader = false;
+    uintptr_t page = getauxval(AT_PAGESZ);
+    if (page == 0 || (page & (page - 1)) != 0) page = 4096;
+    if (via_loader) start = main_map->l_addr + (lo & ~(page - 1));
   }
-  if (!interp || !have_phdr || lo == UINTPTR_MAX) return;
-  g_exe_via_loader = true;
-  g_exe_start = g_exe_phdr - phdr_vaddr + (lo & ~static_cast<uintptr_t>(4095));
+  if (g_exe_start != start) __atomic_store_n(&g_exe_start, start, __ATOMIC_RELEASE);
+  if (g_exe_via_loader != via_loader)
+    __atomic_store_n(&g_exe_via_loader, via_loader, __ATOMIC_RELEASE);
 }
 
 void modules_reset_after_fork() {

@@ -8,6 +8,7 @@
 #include "core/crash.h"
 #include "core/diagnosis.h"
 #include "core/json_writer.h"
+#include "core/modules.h"
 #include "core/report_threads.h"
 #include "core/safe_read.h"
 #include "core/scrub.h"
@@ -34,12 +35,9 @@ void write_process(JsonWriter& w, const Capture& c, const Config& cfg) {
   for (int i = 0; i < c.modules.count; ++i) {
     if (c.modules.items[i].is_main) exe = c.modules.items[i].path;
   }
-  static char exe_buf[4096];
-  if (!exe) {
-    long n = readlink("/proc/self/exe", exe_buf, sizeof exe_buf - 1);
-    exe_buf[n > 0 ? n : 0] = '\0';
-    exe = exe_buf;
-  }
+  // No main module listed: the path as the module walk would name it
+  // (not /proc/self/exe, which is the loader for `ld.so prog`).
+  if (!exe) exe = modules_exe_path();
   w.str_exact("executable", exe, str_len(exe));
   w.key("argv");
   w.begin_array();

@@ -135,10 +135,21 @@ pid_t g_ask_pid = 0;
 // counts as answered.
 void ask(int i) {
   Request& r = g_requests[i];
-  altstack_prefault(r.tid, kAltStackPrefaultBytes);
-  if (syscall(SYS_tgkill, g_ask_pid, r.tid, g_signo) != 0 &&
-      move(r.state, RequestState::kRequested, RequestState::kGone)) {
-    r.slot->note = "thread exited before it could be asked for its stack";
+  pid_t tid = r.tid;
+  // A thread that took its index just before the owner withdrew: the
+  // request is gone (narrows the window; a late signal finds nothing to do).
+  if (!g_active.load(std::memory_order_acquire)) return;
+  altstack_prefault(tid, kAltStackPrefaultBytes);
+  if (syscall(SYS_tgkill, g_ask_pid, tid, g_signo) == 0) return;
+  // Not asked: counted as answered at once, so the owner does not wait for
+  // it. EAGAIN: the user's queue of real-time signals is full.
+  int err = errno;
+  if (move(r.state, RequestState::kRequested, RequestState::kGone)) {
+    r.slot->note = err == ESRCH ? "thread exited before it could be asked for its stack"
+                   : err == EAGAIN
+                       ? "could not be asked for its stack: the queue of real-time signals is "
+                         "full (RLIMIT_SIGPENDING)"
+                       : "could not be asked for its stack: the thread-dump signal was refused";
     answer();
   }
 }
@@ -189,6 +200,11 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     return;
   }
   pid_t self = sys_gettid();
+  // In flight from here, before the claim: a capture that ended while this
+  // thread was between its claim and its answer (a late answer) is not
+  // followed by another that reuses the requests and the arena under it.
+  g_inflight.fetch_add(1, std::memory_order_acq_rel);
+  bool parked = false;
   int n = g_nrequests;
   for (int i = 0; i < n && i < kMaxRequests; ++i) {
     Request& r = g_requests[i];
@@ -206,12 +222,11 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     if (stack_is_roomy()) {
       // Unwind ourselves, here: another thread may hold the loader's lock
       // that libunwind takes, and it can only let go if it is not parked.
-      g_inflight.fetch_add(1, std::memory_order_acq_rel);
       // Its recovery point: this thread's entry, claimed if it has none.
       unwind_into(uc, r, found ? found : thread_state(self));
-      g_inflight.fetch_sub(1, std::memory_order_acq_rel);
-      move(r.state, RequestState::kClaimed, RequestState::kDone);
-      answer();
+      // Counted only if the owner still expects it: a late answer must not
+      // count in a later capture's tally.
+      if (move(r.state, RequestState::kClaimed, RequestState::kDone)) answer();
       break;
     }
     // A small signal stack (Python's faulthandler gives the main thread
@@ -220,6 +235,10 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     // expects us: a late answer must not park forever.
     r.uc = uc;
     if (!move(r.state, RequestState::kClaimed, RequestState::kParked)) break;
+    // The owner unwinds a parked thread before its capture ends, and this
+    // thread writes nothing more: no longer in flight.
+    parked = true;
+    g_inflight.fetch_sub(1, std::memory_order_acq_rel);
     answer();
     // Sleep in the kernel until released.
     for (int waited_s = 0; load(r.state) == RequestState::kParked; ++waited_s) {
@@ -228,6 +247,7 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     }
     break;
   }
+  if (!parked) g_inflight.fetch_sub(1, std::memory_order_acq_rel);
   errno = saved;
 }
 
@@ -293,6 +313,7 @@ void note_secondary_crash(const ucontext_t* uc) {
 void threads_abort_capture() {
   if (!g_active.load(std::memory_order_acquire) && g_nrequests == 0) return;
   g_active.store(false, std::memory_order_release);
+  g_next_ask.store(kMaxRequests, std::memory_order_release);  // nothing more to ask
   int n = g_nrequests;
   for (int i = 0; i < n && i < kMaxRequests; ++i) {
     Request& r = g_requests[i];
@@ -355,7 +376,9 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
     errors->add("threads: more threads than the report can list; the rest are counted only");
   }
 
-  // Ask each thread (up to the cap) to unwind itself.
+  // Ask each thread (up to the cap) to unwind itself. Nothing is asked
+  // while the requests are written (a capture cut short left the count).
+  g_next_ask.store(kMaxRequests, std::memory_order_release);
   bool can_signal = g_signo > 0;
   if (!can_signal)
     errors->add("threads: no thread-dump signal installed; other stacks not captured");

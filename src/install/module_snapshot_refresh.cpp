@@ -271,7 +271,7 @@ bool module_snapshot_refresh(bool wait) {
   walk.nnodes = 0;
   walk.first_call = true;
   walk.overflow = false;
-  // As the crash-time walk names it (/proc/self/exe, else AT_EXECFN).
+  // As the crash-time walk names it (modules_exe_path()).
   snprintf(walk.exe, sizeof walk.exe, "%s", modules_exe_path());
   memset(walk.seen, 0, sizeof walk.seen);
   dl_iterate_phdr(on_module, &walk);
