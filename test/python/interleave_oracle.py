@@ -150,6 +150,12 @@ for th in gdb.selected_inferior().threads():
 '''
 
 
+class GdbInternalError(AssertionError):
+    """gdb stopped on an internal error of its own while reading the core
+    (gdb 13: "decode_frame_entry_1: Assertion `fde->cie != NULL' failed",
+    seen once in many runs): the oracle failed, not the report."""
+
+
 def gdb_threads(exe, core, workdir, sysroot=None, solib_dirs=()):
     """{tid: [(pc, name)]}: gdb's unwind of each thread of the core, without
     the frames gdb infers for inlined functions and tail calls (they have no
@@ -173,6 +179,8 @@ def gdb_threads(exe, core, workdir, sysroot=None, solib_dirs=()):
         elif line.startswith("FRAME ") and cur is not None:
             _, pc, kind, name = line.split(" ", 3)
             cur.append((int(pc, 16), kind, name))
+    if not threads and "internal-error" in p.stdout + p.stderr:
+        raise GdbInternalError(f"gdb failed on {core}:\n{p.stdout}\n{p.stderr}")
     assert threads, f"gdb read no threads from {core}:\n{p.stdout}\n{p.stderr}"
     out = {}
     for tid, frames in threads.items():
