@@ -204,16 +204,34 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
   t->crashed = kind != CaptureKind::kDump;
   prctl(PR_GET_NAME, t->name, 0, 0, 0);
   t->frames = arena->alloc_array<NativeFrame>(static_cast<size_t>(cfg.max_frames));
-  if (t->frames && c->have_uc) {
-    run_phase(Phase::kUnwind, c,
-              [&] { unwind_from_context(&c->uc, c->modules, t, cfg.max_frames, &c->errors); });
-    assign_modules(*c, t);
-    t->captured = t->nframes > 0;
-  }
+  auto unwind_own = [&] {
+    if (t->frames && c->have_uc) {
+      run_phase(Phase::kUnwind, c,
+                [&] { unwind_from_context(&c->uc, c->modules, t, cfg.max_frames, &c->errors); });
+      assign_modules(*c, t);
+      t->captured = t->nframes > 0;
+    }
+  };
+  // The other threads are asked first and answer while this one unwinds
+  // its own stack, walks the Python threads and reads the crash keys: on a
+  // two-thread job the owner had nothing to do while it waited. Its own
+  // unwind first where libunwind is loaded: it takes the loader's lock,
+  // which a thread parked in dlopen would hold until released.
+  const bool own_first = libunwind_available();
+  if (own_first) unwind_own();
   run_phase(Phase::kThreads, c, [&] {
-    c->nthreads = capture_other_threads(c->threads, kMaxThreads, cfg.max_threads, cfg.max_frames,
-                                        cfg.thread_timeout_ms, c->modules, arena, &c->threads_total,
-                                        &c->threads_cut, &c->threads_park_ns, &c->errors);
+    c->nthreads =
+        ask_other_threads(c->threads, kMaxThreads, cfg.max_threads, cfg.max_frames, c->modules,
+                          arena, &c->threads_total, &c->threads_cut, &c->errors);
+  });
+  if (!own_first) unwind_own();
+  run_phase(Phase::kPython, c, [&] {
+    capture_python(c->modules, arena, &c->python, kMaxThreads, cfg.max_frames, &c->errors);
+  });
+  run_phase(Phase::kAnnotations, c, [&] { capture_annotations(c, arena); });
+  run_phase(Phase::kThreads, c, [&] {
+    c->nthreads = collect_other_threads(c->threads, cfg.thread_timeout_ms, c->modules,
+                                        &c->threads_park_ns, &c->errors);
   });
   // If the watchdog cut the threads phase short, no request may stay open.
   threads_abort_capture();
@@ -221,10 +239,6 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
   run_phase(Phase::kSymbols, c,
             [&] { symbolize_threads(c->modules, c->threads, c->nthreads, arena, &c->errors); });
   run_phase(Phase::kClassify, c, [&] { classify_frames(c); });
-  run_phase(Phase::kPython, c, [&] {
-    capture_python(c->modules, arena, &c->python, kMaxThreads, cfg.max_frames, &c->errors);
-  });
-  run_phase(Phase::kAnnotations, c, [&] { capture_annotations(c, arena); });
   if (cfg.callback) {
     run_phase(Phase::kCallback, c, [&] {
       CallbackWriter w = {arena, arena->alloc_array<AnnotationView>(CallbackWriter::kMax), 0};

@@ -12,7 +12,9 @@ namespace faultline::core {
 
 enum class Phase : uint8_t {
   kStart,
-  // Capture phases, in the order capture_all runs them.
+  // Capture phases, in the order capture_all runs them (the threads phase
+  // in two parts: the asking before the unwind, the collecting after the
+  // annotations).
   kModules,
   kUnwind,
   kThreads,

@@ -119,7 +119,15 @@ Request g_requests[kMaxRequests];
 volatile int g_nrequests = 0;
 std::atomic<bool> g_active{false};  // a capture is asking
 int g_signo = 0;
-struct sigaction g_previous;
+// The handler signals that are not a capture's go on to: the one installed
+// before ours, or the program's own that a capture found in our place. Two
+// slots, one published: a thread chaining while the owner replaces it
+// reads a whole one.
+struct sigaction g_previous_slots[2];
+int g_previous_at = 0;  // atomic: the published slot
+const struct sigaction& previous() {
+  return g_previous_slots[__atomic_load_n(&g_previous_at, __ATOMIC_ACQUIRE) & 1];
+}
 pid_t g_pid = 0;
 // The next request to be asked. The owner asks them in order, and each
 // thread that answers asks the next one before it unwinds itself: a woken
@@ -128,6 +136,10 @@ pid_t g_pid = 0;
 // threads phase at 64 threads on two CPUs). Each index is taken once.
 std::atomic<int> g_next_ask{kMaxRequests};
 pid_t g_ask_pid = 0;
+// Between ask_other_threads and collect_other_threads: when the asking
+// ended, and the thread slots listed (the owner's own included).
+uint64_t g_asked_ns = 0;
+int g_asked_count = 1;
 
 // Asks request i's thread for its stack. Its signal stack's top first: the
 // kernel writes the signal frame there and the unwinder runs below it; one
@@ -135,10 +147,10 @@ pid_t g_ask_pid = 0;
 // counts as answered.
 void ask(int i) {
   Request& r = g_requests[i];
-  pid_t tid = r.tid;
   // A thread that took its index just before the owner withdrew: the
   // request is gone (narrows the window; a late signal finds nothing to do).
   if (!g_active.load(std::memory_order_acquire)) return;
+  pid_t tid = r.tid;
   altstack_prefault(tid, kAltStackPrefaultBytes);
   if (syscall(SYS_tgkill, g_ask_pid, tid, g_signo) == 0) return;
   // Not asked: counted as answered at once, so the owner does not wait for
@@ -163,11 +175,27 @@ bool ask_next() {
 }
 
 void chain_previous(int signo, siginfo_t* info, void* uc) {
-  if (g_previous.sa_flags & SA_SIGINFO) {
-    if (g_previous.sa_sigaction) g_previous.sa_sigaction(signo, info, uc);
-  } else if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
+  const struct sigaction& g_previous = previous();
+  const bool sig = g_previous.sa_flags & SA_SIGINFO;
+  if (sig ? !g_previous.sa_sigaction
+          : g_previous.sa_handler == SIG_DFL || g_previous.sa_handler == SIG_IGN) {
+    return;
+  }
+  // The program's handler runs with the mask the kernel would have given it
+  // (ours blocks every asynchronous signal): the mask at delivery, its
+  // sa_mask, and the signal itself unless SA_NODEFER.
+  sigset_t mask = static_cast<ucontext_t*>(uc)->uc_sigmask, old;
+  for (int s = 1; s < NSIG; ++s) {
+    if (sigismember(&g_previous.sa_mask, s) == 1) sigaddset(&mask, s);
+  }
+  if (!(g_previous.sa_flags & SA_NODEFER)) sigaddset(&mask, signo);
+  bool masked = sigprocmask(SIG_SETMASK, &mask, &old) == 0;
+  if (sig) {
+    g_previous.sa_sigaction(signo, info, uc);
+  } else {
     g_previous.sa_handler(signo);
   }
+  if (masked) sigprocmask(SIG_SETMASK, &old, nullptr);
 }
 
 // The thread-dump signal's handler: runs on the target thread.
@@ -191,24 +219,32 @@ __attribute__((noinline)) void unwind_into(const ucontext_t* uc, Request& r, Thr
 
 void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
   int saved = errno;
+  // In flight from before the check that a capture is asking: a capture
+  // that ends while this thread is anywhere between that check and its
+  // answer (a late answer) is not followed by one that reuses the requests
+  // and the arena under it (threads_quiet waits for the count).
+  g_inflight.fetch_add(1, std::memory_order_seq_cst);
   // g_pid first: a system call costs ~1 us in a virtual machine, and each
   // of the answering threads pays it.
-  if (!g_active.load(std::memory_order_acquire) || info->si_code != SI_TKILL ||
+  if (!g_active.load(std::memory_order_seq_cst) || info->si_code != SI_TKILL ||
       (info->si_pid != g_pid && info->si_pid != sys_getpid())) {
+    g_inflight.fetch_sub(1, std::memory_order_acq_rel);
     errno = saved;
     chain_previous(signo, info, ucv);  // not ours: the program's own use of the signal
     return;
   }
   pid_t self = sys_gettid();
-  // In flight from here, before the claim: a capture that ended while this
-  // thread was between its claim and its answer (a late answer) is not
-  // followed by another that reuses the requests and the arena under it.
-  g_inflight.fetch_add(1, std::memory_order_acq_rel);
   bool parked = false;
   int n = g_nrequests;
   for (int i = 0; i < n && i < kMaxRequests; ++i) {
     Request& r = g_requests[i];
     if (r.tid != self || !move(r.state, RequestState::kRequested, RequestState::kClaimed)) {
+      continue;
+    }
+    // The tid read before the claim may be a previous capture's: the owner
+    // writes the tid before the state, so after the claim it is current.
+    if (r.tid != self) {
+      move(r.state, RequestState::kClaimed, RequestState::kRequested);
       continue;
     }
     ask_next();                                    // keep the other CPUs busy: pass the asking on
@@ -238,8 +274,8 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     // The owner unwinds a parked thread before its capture ends, and this
     // thread writes nothing more: no longer in flight.
     parked = true;
+    answer();  // then out of flight: the answer belongs to this capture's tally
     g_inflight.fetch_sub(1, std::memory_order_acq_rel);
-    answer();
     // Sleep in the kernel until released.
     for (int waited_s = 0; load(r.state) == RequestState::kParked; ++waited_s) {
       if (waited_s > kMaxParkSeconds) break;  // the owner is gone: never hang a thread
@@ -330,6 +366,7 @@ void threads_reset_after_fork() {
   g_inflight.store(0, std::memory_order_relaxed);
   g_answered.store(0, std::memory_order_relaxed);
   g_next_ask.store(kMaxRequests, std::memory_order_relaxed);
+  g_asked_count = 1;
 }
 
 bool threads_quiet(int timeout_ms) {
@@ -341,28 +378,64 @@ bool threads_quiet(int timeout_ms) {
   return true;
 }
 
+// Our action for the thread-dump signal.
+struct sigaction our_action() {
+  struct sigaction sa = {};
+  sa.sa_sigaction = thread_signal_handler;
+  // Every asynchronous signal waits while a thread answers: a program's
+  // handler that jumps away (a SIGALRM timeout's siglongjmp) would leave
+  // this thread counted in flight for good, and every later live dump would
+  // wait for it. The fault signals stay open (one blocked while it is
+  // raised kills the process without a report); the kernel restores the
+  // thread's mask when the handler returns.
+  sigfillset(&sa.sa_mask);
+  static const int kSync[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT};
+  for (int sync : kSync) sigdelset(&sa.sa_mask, sync);
+  // SA_RESTART: in a live dump the process goes on, and its interrupted
+  // system calls must not fail with EINTR because of us.
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  return sa;
+}
+
+// Before a capture asks: the program may have installed its own handler
+// for the thread-dump signal since (Python's signal.signal, a profiler), and
+// then no thread would answer. Ours goes back, and the program's becomes the
+// one its own uses of the signal are handed on to.
+void reclaim_signal(CaptureErrors* errors) {
+  struct sigaction cur;
+  if (g_signo <= 0 || real_sigaction(g_signo, nullptr, &cur) != 0) return;
+  if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == thread_signal_handler) return;
+  int next = (__atomic_load_n(&g_previous_at, __ATOMIC_ACQUIRE) + 1) & 1;
+  g_previous_slots[next] = cur;
+  __atomic_store_n(&g_previous_at, next, __ATOMIC_RELEASE);
+  struct sigaction sa = our_action();
+  if (real_sigaction(g_signo, &sa, nullptr) == 0) {
+    errors->add(
+        "threads: the program had replaced faultline's handler of the thread-dump signal "
+        "(FAULTLINE_THREAD_SIGNAL); put back, the program's handler still gets its own signals");
+  }
+}
+
 void threads_init(int signo) {
   g_pid = sys_getpid();
   if (signo <= 0 || signo == g_signo) return;
   threads_uninstall();
-  struct sigaction sa = {};
-  sa.sa_sigaction = thread_signal_handler;
-  sigemptyset(&sa.sa_mask);
-  // SA_RESTART: in a live dump the process goes on, and its interrupted
-  // system calls must not fail with EINTR because of us.
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-  if (real_sigaction(signo, &sa, &g_previous) == 0) g_signo = signo;
+  struct sigaction sa = our_action();
+  __atomic_store_n(&g_previous_at, 0, __ATOMIC_RELEASE);
+  if (real_sigaction(signo, &sa, &g_previous_slots[0]) == 0) g_signo = signo;
 }
 
 void threads_uninstall() {
-  if (g_signo > 0) real_sigaction(g_signo, &g_previous, nullptr);
+  if (g_signo > 0) real_sigaction(g_signo, &previous(), nullptr);
   g_signo = 0;
 }
 
-int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks, int max_frames,
-                          int timeout_ms, const ModuleTable& modules, Arena* arena,
-                          int* threads_total, int* cut, uint64_t* park_ns, CaptureErrors* errors) {
+int ask_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks, int max_frames,
+                      const ModuleTable& modules, Arena* arena, int* threads_total, int* cut,
+                      CaptureErrors* errors) {
   *threads_total = 1;
+  g_asked_count = 1;
+  g_asked_ns = monotonic_ns();
   *cut = 0;
   pid_t self = threads[0].tid;
   int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -382,6 +455,7 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
   bool can_signal = g_signo > 0;
   if (!can_signal)
     errors->add("threads: no thread-dump signal installed; other stacks not captured");
+  if (can_signal && count > 1) reclaim_signal(errors);
   int nreq = 0;
   for (int i = 1; i < count; ++i) {
     ThreadCapture* t = &threads[i];
@@ -414,7 +488,19 @@ int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_sta
   // (an answer before this store sees more expected and wakes nobody; the
   // load below then sees it).
   g_expected.store(nreq, std::memory_order_seq_cst);
-  uint64_t start = monotonic_ns();
+  g_asked_ns = monotonic_ns();
+  g_asked_count = count;
+  return count;
+}
+
+int collect_other_threads(ThreadCapture* threads, int timeout_ms, const ModuleTable& modules,
+                          uint64_t* park_ns, CaptureErrors* errors) {
+  const int count = g_asked_count;
+  const int nreq = g_nrequests;
+  g_asked_count = 1;
+  // The deadline counts from the asking: the caller's own work since then
+  // (the crash's own stack, the Python walk) ran while the threads answered.
+  const uint64_t start = g_asked_ns;
   for (;;) {
     int answered = g_answered.load(std::memory_order_seq_cst);
     if (answered >= nreq) break;

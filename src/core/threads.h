@@ -24,13 +24,21 @@ namespace faultline::core {
 void threads_init(int signo);
 void threads_uninstall();
 
-// Crash time. threads[0] is the owner's own (already captured) entry; fills
-// the rest. Returns the number of entries. `threads_total` receives the
-// number of threads seen, `cut` how many were listed without stacks because
-// of the cap, `park_ns` how long the other threads took to answer.
-int capture_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks, int max_frames,
-                          int timeout_ms, const ModuleTable& modules, Arena* arena,
-                          int* threads_total, int* cut, uint64_t* park_ns, CaptureErrors* errors);
+// Crash time, in two steps, so the owner does its own work while the other
+// threads answer. threads[0] is the owner's own entry (its tid set).
+// ask_other_threads lists the other threads into threads[1..] and asks each
+// (up to the cap) to unwind itself; returns the number of entries.
+// `threads_total` receives the number of threads seen, `cut` how many were
+// listed without stacks because of the cap.
+int ask_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks, int max_frames,
+                      const ModuleTable& modules, Arena* arena, int* threads_total, int* cut,
+                      CaptureErrors* errors);
+// Waits (timeout_ms from the asking) for the answers, unwinds the threads
+// that parked, notes the rest; returns the number of entries (as
+// ask_other_threads did; 1 if it did not run). `park_ns`: from the asking
+// to the last answer or the deadline.
+int collect_other_threads(ThreadCapture* threads, int timeout_ms, const ModuleTable& modules,
+                          uint64_t* park_ns, CaptureErrors* errors);
 
 // Reads a thread's name from /proc/self/task/<tid>/comm into out (cap bytes).
 void read_thread_name(pid_t tid, char* out, size_t cap);

@@ -520,3 +520,46 @@ def test_threads_that_cannot_be_signalled_are_not_called_exited():
         assert "RLIMIT_SIGPENDING" in t["note"], t["note"]
         assert t["state"] in ("S", "D", "R"), t
     assert not any("did not answer" in e for e in rep["faultline"]["errors"])
+
+
+RECLAIM_JOB = r"""
+import ctypes, os, signal, sys, threading, time
+got = []
+signal.signal(int(sys.argv[1]), lambda s, f: got.append(s))
+def poke():
+    signal.pthread_kill(threading.main_thread().ident, int(sys.argv[1]))
+    time.sleep(0.05)
+poke()
+ev = threading.Event()
+threading.Thread(target=ev.wait, daemon=True).start()
+time.sleep(0.05)
+os.kill(os.getpid(), signal.SIGUSR2)  # a live dump
+time.sleep(0.5)
+poke()  # the program's own use of its signal still reaches its handler
+print("got", len(got), flush=True)
+ctypes.string_at(0)
+"""
+
+
+def test_program_that_takes_the_thread_dump_signal_still_gets_every_stack(tmp_path):
+    # A program that installs its own handler for faultline's thread-dump
+    # signal (Python's signal.signal, a profiler's timer signal) took it
+    # over: no thread answered, and the report said "did not answer". The
+    # capture puts faultline's handler back and hands the program's own
+    # uses of the signal on to the program's handler.
+    job = tmp_path / "job.py"
+    job.write_text(RECLAIM_JOB)
+    signo = signal.SIGRTMAX - 3  # FAULTLINE_THREAD_SIGNAL's default
+    r = fltest.run(["/usr/bin/python3", str(job), str(signo)], env={"FAULTLINE_DUMP": "1"},
+                   report_dir=str(tmp_path), timeout=60)
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    assert "got 2" in r.stdout, (r.stdout, r.stderr)
+    kinds = sorted(rep["kind"] for rep in r.reports)
+    assert kinds == ["crash", "dump"], kinds
+    for rep in r.reports:
+        fltest.validate(rep)
+        rest = others(rep)
+        assert rest and all(t["captured"] for t in rest), [t.get("note") for t in rest]
+    dump = [rep for rep in r.reports if rep["kind"] == "dump"][0]
+    assert any("replaced faultline's handler of the thread-dump signal" in e
+               for e in dump["faultline"]["errors"]), dump["faultline"]["errors"]
