@@ -229,7 +229,7 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
     capture_python(c->modules, arena, &c->python, kMaxThreads, cfg.max_frames, &c->errors);
   });
   run_phase(Phase::kAnnotations, c, [&] { capture_annotations(c, arena); });
-  run_phase(Phase::kThreads, c, [&] {
+  run_phase(Phase::kThreadsCollect, c, [&] {
     c->nthreads = collect_other_threads(c->threads, cfg.thread_timeout_ms, c->modules,
                                         &c->threads_park_ns, &c->errors);
   });

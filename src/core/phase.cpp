@@ -3,6 +3,7 @@
 #include "core/capture.h"
 #include "core/handler_state.h"
 #include "core/recover.h"
+#include "core/str.h"
 #include "core/sys.h"
 #include "core/watchdog.h"
 
@@ -15,6 +16,7 @@ constexpr PhaseInfo kPhases[] = {
     {"modules", "modules: fault while reading the link map"},
     {"unwind", "unwind: fault while unwinding (frames so far kept)"},
     {"threads", "threads: fault while capturing other threads"},
+    {"threads", "threads: fault while collecting the other threads' stacks"},
     {"symbols", "symbols: fault while reading symbol tables"},
     {"classify", "classify: fault while classifying frames"},
     {"python", "python: fault while walking the interpreter"},
@@ -67,10 +69,10 @@ void run_phase_fn(Phase p, Capture* c, void (*fn)(void*), void* arg) {
     if (watchdog_fired()) note_watchdog(c);
   }
   // A phase run in two parts (the threads: asked, then collected) is one
-  // entry, its parts' times added.
+  // entry under its name, its parts' times added.
   uint64_t took = monotonic_ns() - start;
   for (int i = 0; i < c->nphases; ++i) {
-    if (c->phases[i].phase == p) {
+    if (str_eq(phase_info(c->phases[i].phase).id, phase_info(p).id)) {
       c->phases[i].ns += took;
       return;
     }

@@ -17,7 +17,8 @@ enum class Phase : uint8_t {
   // annotations).
   kModules,
   kUnwind,
-  kThreads,
+  kThreads,         // asking the other threads
+  kThreadsCollect,  // collecting their answers (reported as part of "threads")
   kSymbols,
   kClassify,
   kPython,
@@ -41,9 +42,10 @@ struct PhaseInfo {
 const PhaseInfo& phase_info(Phase p);
 
 // Still worth running once the watchdog's first stage has passed: cheap,
-// and they make the report say what happened.
+// and they make the report say what happened (collecting the threads'
+// answers does not wait then: it keeps what came and notes the rest).
 constexpr bool phase_runs_late(Phase p) {
-  return p == Phase::kAnnotations || p == Phase::kDiagnosis;
+  return p == Phase::kAnnotations || p == Phase::kDiagnosis || p == Phase::kThreadsCollect;
 }
 
 struct Capture;

@@ -175,12 +175,18 @@ bool ask_next() {
 }
 
 void chain_previous(int signo, siginfo_t* info, void* uc) {
-  const struct sigaction& g_previous = previous();
+  const struct sigaction g_previous = previous();  // a copy: a capture may replace it
   const bool sig = g_previous.sa_flags & SA_SIGINFO;
   if (sig ? !g_previous.sa_sigaction
           : g_previous.sa_handler == SIG_DFL || g_previous.sa_handler == SIG_IGN) {
     return;
   }
+  // A program's handler that itself hands the signal on to the handler it
+  // replaced (faulthandler.register(chain=True)), ours, would come back
+  // here for good: once per thread at a time.
+  ThreadState* ts = thread_state(sys_gettid());
+  if (ts && ts->chaining) return;
+  if (ts) ts->chaining = 1;
   // The program's handler runs with the mask the kernel would have given it
   // (ours blocks every asynchronous signal): the mask at delivery, its
   // sa_mask, and the signal itself unless SA_NODEFER.
@@ -196,6 +202,7 @@ void chain_previous(int signo, siginfo_t* info, void* uc) {
     g_previous.sa_handler(signo);
   }
   if (masked) sigprocmask(SIG_SETMASK, &old, nullptr);
+  if (ts) ts->chaining = 0;
 }
 
 // The thread-dump signal's handler: runs on the target thread.
@@ -244,7 +251,8 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     // The tid read before the claim may be a previous capture's: the owner
     // writes the tid before the state, so after the claim it is current.
     if (r.tid != self) {
-      move(r.state, RequestState::kClaimed, RequestState::kRequested);
+      // Its thread may have found it claimed and gone: asked again.
+      if (move(r.state, RequestState::kClaimed, RequestState::kRequested)) ask(i);
       continue;
     }
     ask_next();                                    // keep the other CPUs busy: pass the asking on
@@ -405,15 +413,19 @@ void reclaim_signal(CaptureErrors* errors) {
   struct sigaction cur;
   if (g_signo <= 0 || real_sigaction(g_signo, nullptr, &cur) != 0) return;
   if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == thread_signal_handler) return;
+  struct sigaction sa = our_action(), replaced;
+  // SA_RESTART as the program chose it for its signal (Python leaves it
+  // off: its handlers run when a blocking call returns EINTR).
+  sa.sa_flags = (sa.sa_flags & ~SA_RESTART) | (cur.sa_flags & SA_RESTART);
+  if (real_sigaction(g_signo, &sa, &replaced) != 0) return;
+  // What was replaced, not what was read: a thread may have installed
+  // another handler in between.
   int next = (__atomic_load_n(&g_previous_at, __ATOMIC_ACQUIRE) + 1) & 1;
-  g_previous_slots[next] = cur;
+  g_previous_slots[next] = replaced;
   __atomic_store_n(&g_previous_at, next, __ATOMIC_RELEASE);
-  struct sigaction sa = our_action();
-  if (real_sigaction(g_signo, &sa, nullptr) == 0) {
-    errors->add(
-        "threads: the program had replaced faultline's handler of the thread-dump signal "
-        "(FAULTLINE_THREAD_SIGNAL); put back, the program's handler still gets its own signals");
-  }
+  errors->add(
+      "threads: the program had replaced faultline's handler of the thread-dump signal "
+      "(FAULTLINE_THREAD_SIGNAL); put back, the program's handler still gets its own signals");
 }
 
 void threads_init(int signo) {
@@ -426,7 +438,12 @@ void threads_init(int signo) {
 }
 
 void threads_uninstall() {
-  if (g_signo > 0) real_sigaction(g_signo, &previous(), nullptr);
+  // Only if ours is still the handler: never over one the program set since.
+  struct sigaction cur;
+  if (g_signo > 0 && real_sigaction(g_signo, nullptr, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+      cur.sa_sigaction == thread_signal_handler) {
+    real_sigaction(g_signo, &previous(), nullptr);
+  }
   g_signo = 0;
 }
 
@@ -480,6 +497,9 @@ int ask_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks,
   g_expected.store(kMaxRequests + 1, std::memory_order_seq_cst);
   g_modules = &modules;
   g_ask_pid = sys_getpid();
+  // Known to collect_other_threads before any asking: a fault in the middle
+  // of it leaves the rest to be asked there.
+  g_asked_count = count;
   g_next_ask.store(0, std::memory_order_release);
   g_active.store(true, std::memory_order_release);
   while (ask_next()) {
@@ -489,7 +509,6 @@ int ask_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks,
   // load below then sees it).
   g_expected.store(nreq, std::memory_order_seq_cst);
   g_asked_ns = monotonic_ns();
-  g_asked_count = count;
   return count;
 }
 
@@ -498,15 +517,28 @@ int collect_other_threads(ThreadCapture* threads, int timeout_ms, const ModuleTa
   const int count = g_asked_count;
   const int nreq = g_nrequests;
   g_asked_count = 1;
+  // An asking cut short (a fault in it): the rest are asked now.
+  if (g_active.load(std::memory_order_acquire)) {
+    while (ask_next()) {
+    }
+    g_expected.store(nreq, std::memory_order_seq_cst);
+  }
   // The deadline counts from the asking: the caller's own work since then
   // (the crash's own stack, the Python walk) ran while the threads answered.
+  // Still a short grace from now, for threads merely slow to be scheduled
+  // behind that work; none once the watchdog has fired.
+  const uint64_t now = monotonic_ns();
+  uint64_t end = g_asked_ns + static_cast<uint64_t>(timeout_ms) * 1000000;
+  uint64_t grace = now + static_cast<uint64_t>(timeout_ms < 100 ? timeout_ms : 100) * 1000000;
+  if (end < grace) end = grace;
+  if (watchdog_fired()) end = now;
   const uint64_t start = g_asked_ns;
   for (;;) {
     int answered = g_answered.load(std::memory_order_seq_cst);
     if (answered >= nreq) break;
-    long elapsed_ms = static_cast<long>((monotonic_ns() - start) / 1000000);
-    if (elapsed_ms >= timeout_ms) break;
-    long left = timeout_ms - elapsed_ms;
+    uint64_t t = monotonic_ns();
+    if (t >= end) break;
+    long left = static_cast<long>((end - t) / 1000000) + 1;
     futex_wait(&g_answered, answered, left < 20 ? static_cast<int>(left) : 20);
   }
   // Withdraw what was not answered, so a late answer finds nothing to do.

@@ -563,3 +563,38 @@ def test_program_that_takes_the_thread_dump_signal_still_gets_every_stack(tmp_pa
     dump = [rep for rep in r.reports if rep["kind"] == "dump"][0]
     assert any("replaced faultline's handler of the thread-dump signal" in e
                for e in dump["faultline"]["errors"]), dump["faultline"]["errors"]
+
+
+CHAINING_JOB = r"""
+import ctypes, faulthandler, os, signal, sys, threading, time
+signo = int(sys.argv[1])
+sink = open(os.devnull, "w")
+# Registered after faultline: faulthandler's handler hands the signal on to
+# the one it replaced (faultline's) by putting it back and raising it.
+faulthandler.register(signo, file=sink, chain=True)
+ev = threading.Event()
+threading.Thread(target=ev.wait, daemon=True).start()
+time.sleep(0.05)
+os.kill(os.getpid(), signal.SIGUSR2)  # a live dump: faultline's handler is put back
+time.sleep(0.5)
+signal.pthread_kill(threading.main_thread().ident, signo)
+time.sleep(0.05)
+print("alive", flush=True)
+ctypes.string_at(0)
+"""
+
+
+def test_program_handler_that_chains_back_to_faultline_does_not_loop(tmp_path):
+    # After a capture took the thread-dump signal back, a handler that hands
+    # the signal on to the one it replaced (faultline's) was called by
+    # faultline, which called it again: endless recursion, a crash.
+    job = tmp_path / "job.py"
+    job.write_text(CHAINING_JOB)
+    signo = signal.SIGRTMAX - 3
+    r = fltest.run(["/usr/bin/python3", str(job), str(signo)], env={"FAULTLINE_DUMP": "1"},
+                   report_dir=str(tmp_path), timeout=60)
+    assert "alive" in r.stdout, (r.returncode, r.stderr[-2000:])
+    assert r.returncode == -signal.SIGSEGV, r.stderr[-2000:]
+    crash = [rep for rep in r.reports if rep["kind"] == "crash"]
+    assert len(crash) == 1
+    assert all(t["captured"] for t in others(crash[0]))
