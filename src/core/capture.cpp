@@ -229,10 +229,17 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
     capture_python(c->modules, arena, &c->python, kMaxThreads, cfg.max_frames, &c->errors);
   });
   run_phase(Phase::kAnnotations, c, [&] { capture_annotations(c, arena); });
-  run_phase(Phase::kThreadsCollect, c, [&] {
-    c->nthreads = collect_other_threads(c->threads, cfg.thread_timeout_ms, c->modules,
-                                        &c->threads_park_ns, &c->errors);
-  });
+  // Cut short (the watchdog's first stage jumps out of the wait, or a
+  // fault): once more, without waiting, so the answers that came are kept
+  // and the rest noted.
+  volatile bool collected = false;
+  for (int attempt = 0; attempt < 2 && !collected; ++attempt) {
+    run_phase(Phase::kThreadsCollect, c, [&] {
+      c->nthreads = collect_other_threads(c->threads, cfg.thread_timeout_ms, c->modules,
+                                          &c->threads_park_ns, &c->errors);
+      collected = true;
+    });
+  }
   // If the watchdog cut the threads phase short, no request may stay open.
   threads_abort_capture();
   for (int k = 1; k < c->nthreads; ++k) assign_modules(*c, &c->threads[k]);

@@ -67,13 +67,13 @@ bool open_pipe() {
 // Claims the pipe: a bounded spin, never a wait on a lock; after the first
 // thousand tries it yields the CPU each time (the owner's Python walk and
 // the answering threads' unwinds read at once, on few CPUs). False: given
-// up after 50 ms.
+// up after 5 ms (a holder the watchdog jumped out of never lets go).
 bool lock_pipe() {
   uint64_t give_up = 0;
   for (int spins = 0; __atomic_exchange_n(&g_pipe_busy, 1, __ATOMIC_ACQUIRE);) {
     if (++spins < 1000) continue;
     uint64_t now = monotonic_ns();
-    if (!give_up) give_up = now + 50 * 1000000ull;
+    if (!give_up) give_up = now + 5 * 1000000ull;
     if (now > give_up) return false;
     syscall(SYS_sched_yield);
   }

@@ -18,7 +18,9 @@ int home(pid_t tid) {
 ThreadState* take(ThreadState* s, pid_t from, pid_t tid) {
   if (!__atomic_compare_exchange_n(&s->tid, &from, tid, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_RELAXED)) {
-    return nullptr;
+    // Taken for this very thread by a signal handler that interrupted
+    // this claim: the same entry, not a second one.
+    return from == tid ? s : nullptr;
   }
   s->recover_armed = 0;
   s->secondary_uc = nullptr;

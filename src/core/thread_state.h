@@ -55,7 +55,6 @@ struct ReturnedFault {
 struct ThreadState {
   pid_t tid;  // 0: free (atomic)
   volatile int recover_armed;
-  volatile int chaining;  // inside the thread-dump handler's hand-on to the program's
   const ucontext_t* secondary_uc;
   sigjmp_buf recover;
   ChainCall call;

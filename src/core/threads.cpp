@@ -174,6 +174,47 @@ bool ask_next() {
   return true;
 }
 
+// Threads inside chain_previous now: its id, its thread pointer and its
+// stack address at entry. The same thread entering again deeper on its
+// stack is a program's handler handing the signal back to ours (a loop);
+// not deeper, it is a thread that jumped out of an earlier call (a
+// siglongjmp from the program's handler) and takes its slot over. Not
+// ThreadState: claiming one here could race the crash handler's own claim.
+struct Chaining {
+  pid_t tid;  // 0: free (atomic)
+  uintptr_t tp, sp;
+};
+constexpr int kChainingSlots = 64;
+Chaining g_chaining[kChainingSlots];
+
+// False when this thread is already inside chain_previous (the loop).
+// *mine: the slot to free afterwards; none when all are taken (no guard).
+__attribute__((noinline)) bool enter_chaining(Chaining** mine) {
+  const pid_t self = sys_gettid();
+  const uintptr_t tp = thread_pointer();
+  char here;
+  const uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
+  for (Chaining& e : g_chaining) {
+    if (__atomic_load_n(&e.tid, __ATOMIC_ACQUIRE) != self) continue;
+    // Deeper by more than a signal frame: called again from inside.
+    if (e.tp == tp && sp + 512 < e.sp) return false;
+    *mine = &e;
+    break;
+  }
+  for (int i = 0; !*mine && i < kChainingSlots; ++i) {
+    pid_t free_slot = 0;
+    if (__atomic_compare_exchange_n(&g_chaining[i].tid, &free_slot, self, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED)) {
+      *mine = &g_chaining[i];
+    }
+  }
+  if (*mine) {
+    (*mine)->tp = tp;
+    (*mine)->sp = sp;
+  }
+  return true;
+}
+
 void chain_previous(int signo, siginfo_t* info, void* uc) {
   const struct sigaction g_previous = previous();  // a copy: a capture may replace it
   const bool sig = g_previous.sa_flags & SA_SIGINFO;
@@ -184,9 +225,8 @@ void chain_previous(int signo, siginfo_t* info, void* uc) {
   // A program's handler that itself hands the signal on to the handler it
   // replaced (faulthandler.register(chain=True)), ours, would come back
   // here for good: once per thread at a time.
-  ThreadState* ts = thread_state(sys_gettid());
-  if (ts && ts->chaining) return;
-  if (ts) ts->chaining = 1;
+  Chaining* mine = nullptr;
+  if (!enter_chaining(&mine)) return;
   // The program's handler runs with the mask the kernel would have given it
   // (ours blocks every asynchronous signal): the mask at delivery, its
   // sa_mask, and the signal itself unless SA_NODEFER.
@@ -202,7 +242,7 @@ void chain_previous(int signo, siginfo_t* info, void* uc) {
     g_previous.sa_handler(signo);
   }
   if (masked) sigprocmask(SIG_SETMASK, &old, nullptr);
-  if (ts) ts->chaining = 0;
+  if (mine) __atomic_store_n(&mine->tid, 0, __ATOMIC_RELEASE);
 }
 
 // The thread-dump signal's handler: runs on the target thread.
@@ -375,6 +415,7 @@ void threads_reset_after_fork() {
   g_answered.store(0, std::memory_order_relaxed);
   g_next_ask.store(kMaxRequests, std::memory_order_relaxed);
   g_asked_count = 1;
+  for (Chaining& e : g_chaining) __atomic_store_n(&e.tid, 0, __ATOMIC_RELAXED);
 }
 
 bool threads_quiet(int timeout_ms) {
@@ -419,7 +460,9 @@ void reclaim_signal(CaptureErrors* errors) {
   sa.sa_flags = (sa.sa_flags & ~SA_RESTART) | (cur.sa_flags & SA_RESTART);
   if (real_sigaction(g_signo, &sa, &replaced) != 0) return;
   // What was replaced, not what was read: a thread may have installed
-  // another handler in between.
+  // another handler in between (or put ours back for a moment, as a
+  // handler that hands the signal on does: then nothing changes).
+  if ((replaced.sa_flags & SA_SIGINFO) && replaced.sa_sigaction == thread_signal_handler) return;
   int next = (__atomic_load_n(&g_previous_at, __ATOMIC_ACQUIRE) + 1) & 1;
   g_previous_slots[next] = replaced;
   __atomic_store_n(&g_previous_at, next, __ATOMIC_RELEASE);
@@ -514,11 +557,13 @@ int ask_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks,
 
 int collect_other_threads(ThreadCapture* threads, int timeout_ms, const ModuleTable& modules,
                           uint64_t* park_ns, CaptureErrors* errors) {
+  // Kept until the end: collecting cut short by the watchdog is run again
+  // (without waiting) and finds the same threads.
   const int count = g_asked_count;
   const int nreq = g_nrequests;
-  g_asked_count = 1;
-  // An asking cut short (a fault in it): the rest are asked now.
-  if (g_active.load(std::memory_order_acquire)) {
+  // An asking cut short (a fault in it): the rest are asked now; not once
+  // the watchdog has fired (they would be withdrawn at once).
+  if (g_active.load(std::memory_order_acquire) && !watchdog_fired()) {
     while (ask_next()) {
     }
     g_expected.store(nreq, std::memory_order_seq_cst);
@@ -625,6 +670,7 @@ int collect_other_threads(ThreadCapture* threads, int timeout_ms, const ModuleTa
     if (!threads[i].captured && !threads[i].proc_state)
       threads[i].proc_state = read_thread_state(threads[i].tid);
   }
+  g_asked_count = 1;
   return count;
 }
 
