@@ -8,6 +8,7 @@
 
 #include "core/fd_identity.h"
 #include "core/sys.h"
+#include "core/thread_state.h"
 
 namespace faultline::core {
 namespace {
@@ -18,9 +19,10 @@ volatile int g_method = static_cast<int>(SafeReadMethod::kVmReadv);
 // fstat at every start cost ~35 us on a small VM), under g_pipe_busy.
 int g_pipe[2] = {-1, -1};
 FdIdentity g_pipe_id[2];
-// One pipe is shared: a reader claims it with this flag (never waits on a
-// lock: after a bounded spin it gives up and reports failure).
-volatile int g_pipe_busy = 0;
+// One pipe is shared: a reader claims it with its thread pointer (never
+// waits on a lock: after a bounded spin it gives up and reports failure).
+// 0: free.
+volatile uintptr_t g_pipe_busy = 0;
 // Set when pipe2 failed: the method is "none" until the next capture.
 volatile int g_pipe_failed = 0;
 // 4 KiB per pipe round trip keeps each write atomic and the pipe never full.
@@ -67,17 +69,32 @@ bool open_pipe() {
 // Claims the pipe: a bounded spin, never a wait on a lock; after the first
 // thousand tries it yields the CPU each time (the owner's Python walk and
 // the answering threads' unwinds read at once, on few CPUs). False: given
-// up after 5 ms (a holder the watchdog jumped out of never lets go).
+// up after 5 ms. Held by this very thread: a read the watchdog jumped out
+// of (it never let go); taken over, and what that read left in the pipe
+// drained.
 bool lock_pipe() {
+  const uintptr_t self = thread_pointer();
   uint64_t give_up = 0;
-  for (int spins = 0; __atomic_exchange_n(&g_pipe_busy, 1, __ATOMIC_ACQUIRE);) {
+  for (int spins = 0;;) {
+    uintptr_t holder = 0;
+    if (__atomic_compare_exchange_n(&g_pipe_busy, &holder, self, false, __ATOMIC_ACQUIRE,
+                                    __ATOMIC_RELAXED)) {
+      return true;
+    }
+    if (holder == self) {
+      if (g_pipe[0] >= 0) {
+        static char sink[kPipeChunk];  // the pipe is non-blocking: stops when empty
+        while (read(g_pipe[0], sink, sizeof sink) > 0) {
+        }
+      }
+      return true;
+    }
     if (++spins < 1000) continue;
     uint64_t now = monotonic_ns();
     if (!give_up) give_up = now + 5 * 1000000ull;
     if (now > give_up) return false;
     syscall(SYS_sched_yield);
   }
-  return true;
 }
 
 void unlock_pipe() {

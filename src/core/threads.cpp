@@ -175,20 +175,27 @@ bool ask_next() {
 }
 
 // Threads inside chain_previous now: its id, its thread pointer and its
-// stack address at entry. The same thread entering again deeper on its
+// stack address at entry. The same thread entering again deeper on the same
 // stack is a program's handler handing the signal back to ours (a loop);
-// not deeper, it is a thread that jumped out of an earlier call (a
-// siglongjmp from the program's handler) and takes its slot over. Not
-// ThreadState: claiming one here could race the crash handler's own claim.
+// otherwise it is a thread that jumped out of an earlier call (a siglongjmp
+// from the program's handler) and takes its slot over. Not ThreadState:
+// claiming one here could race the crash handler's own claim.
 struct Chaining {
   pid_t tid;  // 0: free (atomic)
   uintptr_t tp, sp;
 };
-constexpr int kChainingSlots = 64;
+constexpr int kChainingSlots = 256;
 Chaining g_chaining[kChainingSlots];
 
-// False when this thread is already inside chain_previous (the loop).
-// *mine: the slot to free afterwards; none when all are taken (no guard).
+// True when sp lies on the signal stack ss (of this thread, now).
+bool on_stack(const stack_t& ss, uintptr_t sp) {
+  uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
+  return (ss.ss_flags & SS_DISABLE) == 0 && sp >= lo && sp - lo < ss.ss_size;
+}
+
+// False when this thread is already inside chain_previous (the loop), or
+// when no slot is left to guard it with (one signal lost is better than a
+// loop that overflows the stack). *mine: the slot to free afterwards.
 __attribute__((noinline)) bool enter_chaining(Chaining** mine) {
   const pid_t self = sys_gettid();
   const uintptr_t tp = thread_pointer();
@@ -196,22 +203,30 @@ __attribute__((noinline)) bool enter_chaining(Chaining** mine) {
   const uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
   for (Chaining& e : g_chaining) {
     if (__atomic_load_n(&e.tid, __ATOMIC_ACQUIRE) != self) continue;
-    // Deeper by more than a signal frame: called again from inside.
-    if (e.tp == tp && sp + 512 < e.sp) return false;
+    // Deeper by more than a signal frame and less than 64 KiB (one round
+    // of the loop: a signal frame and the program's handler), on the same
+    // stack: called again from inside.
+    stack_t ss;
+    bool same_stack = true;
+    if (sigaltstack(nullptr, &ss) == 0) same_stack = on_stack(ss, sp) == on_stack(ss, e.sp);
+    if (e.tp == tp && same_stack && sp + 512 < e.sp && e.sp - sp < (64u << 10)) return false;
     *mine = &e;
     break;
   }
-  for (int i = 0; !*mine && i < kChainingSlots; ++i) {
-    pid_t free_slot = 0;
-    if (__atomic_compare_exchange_n(&g_chaining[i].tid, &free_slot, self, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_RELAXED)) {
-      *mine = &g_chaining[i];
+  // A free slot, else one of a thread that exited (it jumped out and left).
+  for (int pass = 0; pass < 2 && !*mine; ++pass) {
+    for (int i = 0; !*mine && i < kChainingSlots; ++i) {
+      pid_t owner = __atomic_load_n(&g_chaining[i].tid, __ATOMIC_ACQUIRE);
+      if (owner != 0 && (pass == 0 || !thread_is_gone(owner))) continue;
+      if (__atomic_compare_exchange_n(&g_chaining[i].tid, &owner, self, false, __ATOMIC_ACQ_REL,
+                                      __ATOMIC_RELAXED)) {
+        *mine = &g_chaining[i];
+      }
     }
   }
-  if (*mine) {
-    (*mine)->tp = tp;
-    (*mine)->sp = sp;
-  }
+  if (!*mine) return false;
+  (*mine)->tp = tp;
+  (*mine)->sp = sp;
   return true;
 }
 
@@ -395,6 +410,7 @@ void note_secondary_crash(const ucontext_t* uc) {
 }
 
 void threads_abort_capture() {
+  g_asked_count = 1;  // a collecting cut short twice: no stale count for the next capture
   if (!g_active.load(std::memory_order_acquire) && g_nrequests == 0) return;
   g_active.store(false, std::memory_order_release);
   g_next_ask.store(kMaxRequests, std::memory_order_release);  // nothing more to ask
