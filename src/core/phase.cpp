@@ -3,6 +3,7 @@
 #include "core/capture.h"
 #include "core/handler_state.h"
 #include "core/recover.h"
+#include "core/safe_read.h"
 #include "core/str.h"
 #include "core/sys.h"
 #include "core/watchdog.h"
@@ -65,7 +66,8 @@ void run_phase_fn(Phase p, Capture* c, void (*fn)(void*), void* arg) {
     ts->recover_armed = 0;
   } else {
     ts->recover_armed = 0;
-    c->errors.add(text);  // the phase's text says what was lost
+    safe_read_end_reads();  // a pipe read the jump abandoned
+    c->errors.add(text);    // the phase's text says what was lost
     if (watchdog_fired()) note_watchdog(c);
   }
   // A phase run in two parts (the threads: asked, then collected) is one

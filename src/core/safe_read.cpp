@@ -69,9 +69,8 @@ bool open_pipe() {
 // Claims the pipe: a bounded spin, never a wait on a lock; after the first
 // thousand tries it yields the CPU each time (the owner's Python walk and
 // the answering threads' unwinds read at once, on few CPUs). False: given
-// up after 5 ms. Held by this very thread: a read the watchdog jumped out
-// of (it never let go); taken over, and what that read left in the pipe
-// drained.
+// up after 5 ms, or at once when this very thread holds it (a read it was
+// interrupted in, or one a jump left: safe_read_end_reads lets that go).
 bool lock_pipe() {
   const uintptr_t self = thread_pointer();
   uint64_t give_up = 0;
@@ -81,14 +80,7 @@ bool lock_pipe() {
                                     __ATOMIC_RELAXED)) {
       return true;
     }
-    if (holder == self) {
-      if (g_pipe[0] >= 0) {
-        static char sink[kPipeChunk];  // the pipe is non-blocking: stops when empty
-        while (read(g_pipe[0], sink, sizeof sink) > 0) {
-        }
-      }
-      return true;
-    }
+    if (holder == self) return false;
     if (++spins < 1000) continue;
     uint64_t now = monotonic_ns();
     if (!give_up) give_up = now + 5 * 1000000ull;
@@ -137,6 +129,18 @@ bool read_pipe(void* dst, uintptr_t addr, size_t n) {
 void safe_read_init() {
   if (!lock_pipe()) return;
   open_pipe();
+  unlock_pipe();
+}
+
+void safe_read_end_reads() {
+  if (__atomic_load_n(&g_pipe_busy, __ATOMIC_ACQUIRE) != thread_pointer()) return;
+  // A read this thread was jumped out of: what it left in the pipe goes,
+  // then the pipe is free again.
+  if (g_pipe[0] >= 0) {
+    static char sink[kPipeChunk];  // the pipe is non-blocking: stops when empty
+    while (syscall(SYS_read, g_pipe[0], sink, sizeof sink) > 0) {
+    }
+  }
   unlock_pipe();
 }
 

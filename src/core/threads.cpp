@@ -193,9 +193,8 @@ bool on_stack(const stack_t& ss, uintptr_t sp) {
   return (ss.ss_flags & SS_DISABLE) == 0 && sp >= lo && sp - lo < ss.ss_size;
 }
 
-// False when this thread is already inside chain_previous (the loop), or
-// when no slot is left to guard it with (one signal lost is better than a
-// loop that overflows the stack). *mine: the slot to free afterwards.
+// False when this thread is already inside chain_previous (the loop).
+// *mine: the slot to free afterwards (none when every slot is taken).
 __attribute__((noinline)) bool enter_chaining(Chaining** mine) {
   const pid_t self = sys_gettid();
   const uintptr_t tp = thread_pointer();
@@ -224,7 +223,10 @@ __attribute__((noinline)) bool enter_chaining(Chaining** mine) {
       }
     }
   }
-  if (!*mine) return false;
+  // None left (more threads in the program's handler at once than slots):
+  // unguarded, as before the guard, rather than a signal the program waits
+  // for never reaching it.
+  if (!*mine) return true;
   (*mine)->tp = tp;
   (*mine)->sp = sp;
   return true;
@@ -257,7 +259,12 @@ void chain_previous(int signo, siginfo_t* info, void* uc) {
     g_previous.sa_handler(signo);
   }
   if (masked) sigprocmask(SIG_SETMASK, &old, nullptr);
-  if (mine) __atomic_store_n(&mine->tid, 0, __ATOMIC_RELEASE);
+  // Only if still ours: an inner call on another stack may have taken the
+  // slot over and freed it, and another thread claimed it since.
+  pid_t me = mine ? __atomic_load_n(&mine->tid, __ATOMIC_RELAXED) : 0;
+  if (mine && me == sys_gettid()) {
+    __atomic_compare_exchange_n(&mine->tid, &me, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  }
 }
 
 // The thread-dump signal's handler: runs on the target thread.
