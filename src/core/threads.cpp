@@ -15,6 +15,7 @@
 #include "core/crash.h"
 #include "core/minidump_file.h"
 #include "core/recover.h"
+#include "core/safe_read.h"
 #include "core/sigaction_real.h"
 #include "core/str.h"
 #include "core/sys.h"
@@ -280,6 +281,7 @@ __attribute__((noinline)) void unwind_into(const ucontext_t* uc, Request& r, Thr
     ts->recover_armed = 1;
     unwind_from_context(uc, *g_modules, r.slot, r.max_frames, &errors);
   } else {
+    safe_read_end_reads();  // a pipe read the jump abandoned
     errors.add("unwind: fault while unwinding this thread (frames so far kept)");
   }
   if (ts) ts->recover_armed = 0;
@@ -670,6 +672,7 @@ int collect_other_threads(ThreadCapture* threads, int timeout_ms, const ModuleTa
       ts->recover_armed = 1;
       unwind_from_context(r.uc, modules, r.slot, r.max_frames, &local);
     } else {
+      safe_read_end_reads();  // a pipe read the jump abandoned
       local.add("unwind: fault while unwinding this thread (frames so far kept)");
     }
     if (ts) {

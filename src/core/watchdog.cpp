@@ -17,6 +17,7 @@
 #include "core/raw_log.h"
 #include "core/recover.h"
 #include "core/report_file.h"
+#include "core/safe_read.h"
 #include "core/sigaction_real.h"
 #include "core/sys.h"
 
@@ -51,6 +52,8 @@ void write_partial_report() {
     ts->recover_armed = 1;
     diagnose(c);
     write_report(*c, true);
+  } else {
+    safe_read_end_reads();  // a pipe read the jump abandoned
   }
   if (ts) ts->recover_armed = 0;
 }
