@@ -598,3 +598,18 @@ def test_program_handler_that_chains_back_to_faultline_does_not_loop(tmp_path):
     crash = [rep for rep in r.reports if rep["kind"] == "crash"]
     assert len(crash) == 1
     assert all(t["captured"] for t in others(crash[0]))
+
+
+def test_program_handler_that_jumps_out_keeps_getting_its_signal(tmp_path):
+    # The program's handler of the thread-dump signal leaves by siglongjmp,
+    # so faultline's hand-on never returns: the next call from the same
+    # place must not be taken for the handler handing the signal back (it
+    # would be dropped, and every later one with it).
+    signo = signal.SIGRTMAX - 3
+    r = fltest.run([fltest.program("sigjump"), str(signo)], env={"FAULTLINE_DUMP": "1"},
+                   report_dir=str(tmp_path), timeout=60)
+    assert "calls 3" in r.stdout, (r.stdout, r.stderr[-2000:])
+    assert r.returncode == -signal.SIGSEGV, r.stderr[-2000:]
+    crash = [rep for rep in r.reports if rep["kind"] == "crash"]
+    assert len(crash) == 1
+    assert all(t["captured"] for t in others(crash[0]))
