@@ -11,6 +11,7 @@ PyObject_Call). Both enable faulthandler for all threads and are run with
 core dumps on (`with_core`); core_pattern must be a plain file name."""
 import os
 import re
+import resource
 import struct
 import subprocess
 
@@ -170,7 +171,10 @@ def gdb_threads(exe, core, workdir, sysroot=None, solib_dirs=()):
     if solib_dirs:
         cmd += ["-iex", "set solib-search-path " + ":".join(solib_dirs)]
     cmd += ["-x", script, exe, core]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    # gdb's own core on an internal error (90 MB) must not land in the
+    # suite's working directory, the source tree.
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=workdir,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
     threads = {}
     cur = None
     for line in p.stdout.splitlines():
