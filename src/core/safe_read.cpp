@@ -27,6 +27,10 @@ volatile uintptr_t g_pipe_busy = 0;
 volatile int g_pipe_failed = 0;
 // 4 KiB per pipe round trip keeps each write atomic and the pipe never full.
 constexpr size_t kPipeChunk = 4096;
+// Where bytes left in the pipe are drained to, by the lock's holder only.
+// Static, not on the stack: a thread on a small signal stack reads through
+// the pipe.
+char g_sink[kPipeChunk];
 
 volatile pid_t g_pinned_pid = 0;
 
@@ -106,10 +110,7 @@ bool read_pipe(void* dst, uintptr_t addr, size_t n) {
     ssize_t w = write(g_pipe[1], reinterpret_cast<const void*>(addr), chunk);
     if (w != static_cast<ssize_t>(chunk)) {
       if (w > 0) {  // drain what went in so the pipe stays empty
-        // Static, not on the stack: a thread on a small signal stack reads
-        // through here (the pipe is ours alone while g_pipe_busy is held).
-        static char sink[kPipeChunk];
-        (void)!read(g_pipe[0], sink, static_cast<size_t>(w));
+        (void)!read(g_pipe[0], g_sink, static_cast<size_t>(w));
       }
       ok = false;
       break;
@@ -137,8 +138,8 @@ void safe_read_end_reads() {
   // A read this thread was jumped out of: what it left in the pipe goes,
   // then the pipe is free again.
   if (g_pipe[0] >= 0) {
-    static char sink[kPipeChunk];  // the pipe is non-blocking: stops when empty
-    while (syscall(SYS_read, g_pipe[0], sink, sizeof sink) > 0) {
+    // The pipe is non-blocking: stops when empty.
+    while (syscall(SYS_read, g_pipe[0], g_sink, sizeof g_sink) > 0) {
     }
   }
   unlock_pipe();

@@ -175,6 +175,16 @@ bool ask_next() {
   return true;
 }
 
+// The owner: asks every request not yet asked, then tells answer() how
+// many answers to wait for. One deadline for all: threads park in
+// parallel; the last one wakes the owner (an answer before this store sees
+// more expected and wakes nobody; the owner's wait loop then sees it).
+void finish_asking(int nreq) {
+  while (ask_next()) {
+  }
+  g_expected.store(nreq, std::memory_order_seq_cst);
+}
+
 // Threads inside chain_previous now: its id, its thread pointer and its
 // stack address at entry. The same thread entering again deeper on the same
 // stack is a program's handler handing the signal back to ours (a loop);
@@ -195,9 +205,11 @@ bool on_stack(const stack_t& ss, uintptr_t sp) {
 }
 
 // False when this thread is already inside chain_previous (the loop).
-// *mine: the slot to free afterwards (none when every slot is taken).
-__attribute__((noinline)) bool enter_chaining(Chaining** mine) {
+// *mine: the slot to free afterwards (none when every slot is taken), held
+// under this thread's id, *self.
+__attribute__((noinline)) bool enter_chaining(Chaining** mine, pid_t* self_out) {
   const pid_t self = sys_gettid();
+  *self_out = self;
   const uintptr_t tp = thread_pointer();
   char here;
   const uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
@@ -244,7 +256,8 @@ void chain_previous(int signo, siginfo_t* info, void* uc) {
   // replaced (faulthandler.register(chain=True)), ours, would come back
   // here for good: once per thread at a time.
   Chaining* mine = nullptr;
-  if (!enter_chaining(&mine)) return;
+  pid_t self = 0;
+  if (!enter_chaining(&mine, &self)) return;
   // The program's handler runs with the mask the kernel would have given it
   // (ours blocks every asynchronous signal): the mask at delivery, its
   // sa_mask, and the signal itself unless SA_NODEFER.
@@ -262,9 +275,8 @@ void chain_previous(int signo, siginfo_t* info, void* uc) {
   if (masked) sigprocmask(SIG_SETMASK, &old, nullptr);
   // Only if still ours: an inner call on another stack may have taken the
   // slot over and freed it, and another thread claimed it since.
-  pid_t me = mine ? __atomic_load_n(&mine->tid, __ATOMIC_RELAXED) : 0;
-  if (mine && me == sys_gettid()) {
-    __atomic_compare_exchange_n(&mine->tid, &me, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  if (mine) {
+    __atomic_compare_exchange_n(&mine->tid, &self, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
   }
 }
 
@@ -471,6 +483,11 @@ struct sigaction our_action() {
   return sa;
 }
 
+// Whether action is faultline's thread-dump handler.
+bool is_ours(const struct sigaction& action) {
+  return (action.sa_flags & SA_SIGINFO) && action.sa_sigaction == thread_signal_handler;
+}
+
 // Before a capture asks: the program may have installed its own handler
 // for the thread-dump signal since (Python's signal.signal, a profiler), and
 // then no thread would answer. Ours goes back, and the program's becomes the
@@ -478,7 +495,7 @@ struct sigaction our_action() {
 void reclaim_signal(CaptureErrors* errors) {
   struct sigaction cur;
   if (g_signo <= 0 || real_sigaction(g_signo, nullptr, &cur) != 0) return;
-  if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == thread_signal_handler) return;
+  if (is_ours(cur)) return;
   struct sigaction sa = our_action(), replaced;
   // SA_RESTART as the program chose it for its signal (Python leaves it
   // off: its handlers run when a blocking call returns EINTR).
@@ -487,7 +504,7 @@ void reclaim_signal(CaptureErrors* errors) {
   // What was replaced, not what was read: a thread may have installed
   // another handler in between (or put ours back for a moment, as a
   // handler that hands the signal on does: then nothing changes).
-  if ((replaced.sa_flags & SA_SIGINFO) && replaced.sa_sigaction == thread_signal_handler) return;
+  if (is_ours(replaced)) return;
   int next = (__atomic_load_n(&g_previous_at, __ATOMIC_ACQUIRE) + 1) & 1;
   g_previous_slots[next] = replaced;
   __atomic_store_n(&g_previous_at, next, __ATOMIC_RELEASE);
@@ -508,8 +525,7 @@ void threads_init(int signo) {
 void threads_uninstall() {
   // Only if ours is still the handler: never over one the program set since.
   struct sigaction cur;
-  if (g_signo > 0 && real_sigaction(g_signo, nullptr, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-      cur.sa_sigaction == thread_signal_handler) {
+  if (g_signo > 0 && real_sigaction(g_signo, nullptr, &cur) == 0 && is_ours(cur)) {
     real_sigaction(g_signo, &previous(), nullptr);
   }
   g_signo = 0;
@@ -570,12 +586,7 @@ int ask_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks,
   g_asked_count = count;
   g_next_ask.store(0, std::memory_order_release);
   g_active.store(true, std::memory_order_release);
-  while (ask_next()) {
-  }
-  // One deadline for all: threads park in parallel; the last one wakes us
-  // (an answer before this store sees more expected and wakes nobody; the
-  // load below then sees it).
-  g_expected.store(nreq, std::memory_order_seq_cst);
+  finish_asking(nreq);
   g_asked_ns = monotonic_ns();
   return count;
 }
@@ -588,11 +599,7 @@ int collect_other_threads(ThreadCapture* threads, int timeout_ms, const ModuleTa
   const int nreq = g_nrequests;
   // An asking cut short (a fault in it): the rest are asked now; not once
   // the watchdog has fired (they would be withdrawn at once).
-  if (g_active.load(std::memory_order_acquire) && !watchdog_fired()) {
-    while (ask_next()) {
-    }
-    g_expected.store(nreq, std::memory_order_seq_cst);
-  }
+  if (g_active.load(std::memory_order_acquire) && !watchdog_fired()) finish_asking(nreq);
   // The deadline counts from the asking: the caller's own work since then
   // (the crash's own stack, the Python walk) ran while the threads answered.
   // Still a short grace from now, for threads merely slow to be scheduled

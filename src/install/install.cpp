@@ -695,7 +695,7 @@ int link_order_step(struct dl_phdr_info* info, size_t, void* data) {
   return 0;
 }
 
-Placed placed(const Dl_info&) {
+Placed placed() {
   LinkOrder o = {};
   o.self = reinterpret_cast<uintptr_t>(&base_name);
   o.nneeded = -1;
@@ -732,7 +732,7 @@ bool preloaded() {
   const char* self = base_name(info.dli_fname, strlen(info.dli_fname), &self_len);
   // Under its own name an entry naming it would have said so above.
   if (p && *p && !strstr(self, "libfaultline") && named_in(p, info)) return true;
-  switch (placed(info)) {
+  switch (placed()) {
     case Placed::kPreloaded:
       return true;
     case Placed::kAfterNeeded:
