@@ -522,6 +522,19 @@ def test_threads_that_cannot_be_signalled_are_not_called_exited():
     assert not any("did not answer" in e for e in rep["faultline"]["errors"])
 
 
+def crash_after_a_live_dump(argv, tmp_path, printed):
+    """Runs argv under FAULTLINE_DUMP=1 (SIGUSR2 asks for a live dump);
+    checks that it printed `printed`, then crashed with SIGSEGV leaving one
+    crash report in which every other thread was captured."""
+    r = fltest.run(argv, env={"FAULTLINE_DUMP": "1"}, report_dir=str(tmp_path), timeout=60)
+    assert printed in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
+    assert r.returncode == -signal.SIGSEGV, r.stderr[-2000:]
+    crash = [rep for rep in r.reports if rep["kind"] == "crash"]
+    assert len(crash) == 1
+    assert all(t["captured"] for t in others(crash[0]))
+    return r
+
+
 RECLAIM_JOB = r"""
 import ctypes, os, signal, sys, threading, time
 got = []
@@ -550,10 +563,7 @@ def test_program_that_takes_the_thread_dump_signal_still_gets_every_stack(tmp_pa
     job = tmp_path / "job.py"
     job.write_text(RECLAIM_JOB)
     signo = signal.SIGRTMAX - 3  # FAULTLINE_THREAD_SIGNAL's default
-    r = fltest.run(["/usr/bin/python3", str(job), str(signo)], env={"FAULTLINE_DUMP": "1"},
-                   report_dir=str(tmp_path), timeout=60)
-    assert r.returncode == -signal.SIGSEGV, r.stderr
-    assert "got 2" in r.stdout, (r.stdout, r.stderr)
+    r = crash_after_a_live_dump(["/usr/bin/python3", str(job), str(signo)], tmp_path, "got 2")
     kinds = sorted(rep["kind"] for rep in r.reports)
     assert kinds == ["crash", "dump"], kinds
     for rep in r.reports:
@@ -591,13 +601,7 @@ def test_program_handler_that_chains_back_to_faultline_does_not_loop(tmp_path):
     job = tmp_path / "job.py"
     job.write_text(CHAINING_JOB)
     signo = signal.SIGRTMAX - 3
-    r = fltest.run(["/usr/bin/python3", str(job), str(signo)], env={"FAULTLINE_DUMP": "1"},
-                   report_dir=str(tmp_path), timeout=60)
-    assert "alive" in r.stdout, (r.returncode, r.stderr[-2000:])
-    assert r.returncode == -signal.SIGSEGV, r.stderr[-2000:]
-    crash = [rep for rep in r.reports if rep["kind"] == "crash"]
-    assert len(crash) == 1
-    assert all(t["captured"] for t in others(crash[0]))
+    crash_after_a_live_dump(["/usr/bin/python3", str(job), str(signo)], tmp_path, "alive")
 
 
 def test_program_handler_that_jumps_out_keeps_getting_its_signal(tmp_path):
@@ -606,10 +610,4 @@ def test_program_handler_that_jumps_out_keeps_getting_its_signal(tmp_path):
     # place must not be taken for the handler handing the signal back (it
     # would be dropped, and every later one with it).
     signo = signal.SIGRTMAX - 3
-    r = fltest.run([fltest.program("sigjump"), str(signo)], env={"FAULTLINE_DUMP": "1"},
-                   report_dir=str(tmp_path), timeout=60)
-    assert "calls 3" in r.stdout, (r.stdout, r.stderr[-2000:])
-    assert r.returncode == -signal.SIGSEGV, r.stderr[-2000:]
-    crash = [rep for rep in r.reports if rep["kind"] == "crash"]
-    assert len(crash) == 1
-    assert all(t["captured"] for t in others(crash[0]))
+    crash_after_a_live_dump([fltest.program("sigjump"), str(signo)], tmp_path, "calls 3")

@@ -187,6 +187,20 @@ lib.crashlib_crash(3)
 """
 
 
+def crash_report(argv, reports_dir, user=None):
+    """Runs argv under the preload (as user, through setpriv, if given),
+    checks that it died of SIGSEGV leaving one report, and returns that
+    report, validated."""
+    if user:
+        argv = ["setpriv", f"--reuid={user}", "--regid=nogroup", "--clear-groups"] + argv
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(reports_dir))
+    p = subprocess.run(argv, env=env, capture_output=True, timeout=60)
+    assert p.returncode == -signal.SIGSEGV, p.stderr
+    found = reports(reports_dir)
+    assert len(found) == 1, p.stderr
+    return fltest.validate(json.load(open(found[0])))
+
+
 def crash_in_replaced_library(tmp_path, user=None, delete=False):
     lib = tmp_path / "libcrash.so"
     shutil.copy(fltest.program("libcrashlib.so"), lib)
@@ -201,14 +215,7 @@ def crash_in_replaced_library(tmp_path, user=None, delete=False):
     script.write_text(REPLACE_AND_CRASH)
     os.chmod(tmp_path, 0o777)  # the rename, by another user too
     argv = ["/usr/bin/python3", str(script), str(lib), "-" if delete else str(other)]
-    if user:
-        argv = ["setpriv", f"--reuid={user}", "--regid=nogroup", "--clear-groups"] + argv
-    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(reports_dir))
-    p = subprocess.run(argv, env=env, capture_output=True, timeout=60)
-    assert p.returncode == -signal.SIGSEGV, p.stderr
-    found = reports(reports_dir)
-    assert len(found) == 1, p.stderr
-    rep = fltest.validate(json.load(open(found[0])))
+    rep = crash_report(argv, reports_dir, user)
     t = fltest.crashed_thread(rep)
     assert t["frames"][0]["module"].endswith("libcrash.so")
     mine = [f for f in t["frames"] if f.get("module", "").endswith("libcrash.so")]
@@ -306,15 +313,7 @@ def test_library_preloaded_under_another_name_still_reports(tmp_path, how):
 def crash_through_the_loader(reports_dir, argv, user=None):
     if not os.path.exists(LDSO):
         pytest.skip("no " + LDSO)
-    argv = [LDSO] + argv
-    if user:
-        argv = ["setpriv", f"--reuid={user}", "--regid=nogroup", "--clear-groups"] + argv
-    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(reports_dir))
-    p = subprocess.run(argv, env=env, capture_output=True, timeout=60)
-    assert p.returncode == -signal.SIGSEGV, p.stderr
-    found = reports(reports_dir)
-    assert len(found) == 1, p.stderr
-    return fltest.validate(json.load(open(found[0])))
+    return crash_report([LDSO] + argv, reports_dir, user)
 
 
 @pytest.mark.parametrize("user", [None, "nobody"])
