@@ -52,10 +52,20 @@ bool chain(int signo, siginfo_t* info) {
   return prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN;
 }
 
+HandlerFn handler_fn(const struct sigaction& a) {
+  bool siginfo = (a.sa_flags & SA_SIGINFO) != 0;
+  return {siginfo ? reinterpret_cast<uintptr_t>(a.sa_sigaction)
+                  : reinterpret_cast<uintptr_t>(a.sa_handler),
+          siginfo};
+}
+
+bool same_function(const struct sigaction& a, const HandlerFn& b) {
+  HandlerFn fa = handler_fn(a);
+  return fa.siginfo == b.siginfo && fa.fn == b.fn;
+}
+
 bool same_function(const struct sigaction& a, const struct sigaction& b) {
-  if ((a.sa_flags & SA_SIGINFO) != (b.sa_flags & SA_SIGINFO)) return false;
-  return (a.sa_flags & SA_SIGINFO) ? a.sa_sigaction == b.sa_sigaction
-                                   : a.sa_handler == b.sa_handler;
+  return same_function(a, handler_fn(b));
 }
 
 }  // namespace faultline::core

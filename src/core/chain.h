@@ -2,6 +2,7 @@
 #pragma once
 
 #include <signal.h>
+#include <stdint.h>
 
 namespace faultline::core {
 
@@ -54,7 +55,15 @@ bool chain_call_defer(int signo, const struct sigaction& act);
 // interposer (preloaded or linked), not the kernel (loaded late).
 extern volatile int g_sigaction_interposed;
 
+// What a disposition runs (its function and whether it takes siginfo): all
+// that comparisons of dispositions need.
+struct HandlerFn {
+  uintptr_t fn;
+  bool siginfo;
+};
+HandlerFn handler_fn(const struct sigaction& a);
 // Whether two dispositions run the same function.
+bool same_function(const struct sigaction& a, const HandlerFn& b);
 bool same_function(const struct sigaction& a, const struct sigaction& b);
 
 // On entry of the crash handler: whether this signal was raised by the

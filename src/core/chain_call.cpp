@@ -79,12 +79,6 @@ bool still_ours(int signo) {
   return is_ours(cur);
 }
 
-bool same_function(const struct sigaction& a, const struct sigaction& b) {
-  if ((a.sa_flags & SA_SIGINFO) != (b.sa_flags & SA_SIGINFO)) return false;
-  return (a.sa_flags & SA_SIGINFO) ? a.sa_sigaction == b.sa_sigaction
-                                   : a.sa_handler == b.sa_handler;
-}
-
 // The handler set a disposition of its own while it ran (faultline's
 // sigaction() was not in the way: no FAULTLINE_STAY_IN_FRONT, or loaded
 // late). Returns true when that means it gives up (the default, or ignored:

@@ -14,6 +14,7 @@
 #include "core/annotations.h"
 #include "core/arena.h"
 #include "core/capture.h"
+#include "core/chain.h"
 #include "core/crash_stack.h"
 #include "core/diagnosis.h"
 #include "core/fd_identity.h"
@@ -70,8 +71,10 @@ struct Config {
 constexpr int kReservedFds = 3;
 
 // All zeros until the first install (in .bss: a page costs one fault when
-// first written, not a read and a copy-on-write). The small fields every
-// install writes come first, next to the start of Config.
+// first written, not a read and a copy-on-write). What every install
+// writes comes first: the small fields, earlier[] and the handled signals'
+// previous[] fill the first page (g_crash is page-aligned); Config's start
+// and its strings' first bytes take two more.
 struct CrashState {
   bool installed{};
   pid_t pid{};  // our pid, updated in fork children
@@ -92,10 +95,12 @@ struct CrashState {
   pid_t altstack_tid{};
   uintptr_t altstack_lo{}, altstack_hi{};
   Arena arena{};
-  Capture* capture{};  // in the arena
-  Config config{};
+  Capture* capture{};       // in the arena
+  HandlerFn earlier[65]{};  // what previous[s] ran as found at install
+  // Install writes the entries of the handled signals (4 to 11, on the
+  // page of the fields above), not the whole table.
   struct sigaction previous[65]{};
-  struct sigaction earlier[65]{};  // previous[s] as found at install
+  Config config{};
 };
 
 // What faultline_callback_writer points to.

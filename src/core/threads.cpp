@@ -124,7 +124,11 @@ int g_signo = 0;
 // before ours, or the program's own that a capture found in our place. Two
 // slots, one published: a thread chaining while the owner replaces it
 // reads a whole one.
-struct sigaction g_previous_slots[2];
+// alignas(8), its natural alignment: the compiler would give an array this
+// size 32, which sorts it among the big tables (-fdata-sections and the
+// link's --sort-section=alignment) and costs a page fault at every start;
+// with 8 it shares the page of the small variables install writes anyway.
+alignas(8) struct sigaction g_previous_slots[2];
 int g_previous_at = 0;  // atomic: the published slot
 const struct sigaction& previous() {
   return g_previous_slots[__atomic_load_n(&g_previous_at, __ATOMIC_ACQUIRE) & 1];

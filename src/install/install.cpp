@@ -303,8 +303,9 @@ void open_report_dir(Config* cfg, const char* dir) {
   cfg->dir_errno = open_errno;
   g_crash.dir_id = id;
   // Into a buffer of our own: realpath(dir, nullptr) would be the process's
-  // first malloc in a C program (heap set-up at every start).
-  static char real[PATH_MAX];
+  // first malloc in a C program (heap set-up at every start). On the stack,
+  // whose pages the loader has touched already, not a page of .bss.
+  char real[PATH_MAX];
   str_copy(cfg->dir, sizeof cfg->dir, realpath(dir, real) ? real : dir);
   if (cfg->dir_fd < 0) {
     raw_log("faultline: report directory ", dir, " cannot be opened: ", strerror(cfg->dir_errno));
@@ -526,7 +527,7 @@ int faultline_install(const faultline_options* caller) {
     bool want = (cfg->signals >> s) & 1;
     if (want && !g_crash.handled[s]) {
       if (real_sigaction(s, &sa, &g_crash.previous[s]) == 0) {
-        g_crash.earlier[s] = g_crash.previous[s];
+        g_crash.earlier[s] = handler_fn(g_crash.previous[s]);
         g_crash.previous_later[s] = false;
         g_crash.handled[s] = true;
       }
