@@ -1,9 +1,12 @@
 """Start-up hook of the faultline package: the wheel installs it with
 faultline-boot.pth, whose one line site runs at every Python start-up in
-that environment and which imports this module only when libfaultline.so is
-preloaded into the process (LD_PRELOAD names it, as `faultline run` and a
-plain preload do): other jobs pay one environment lookup. This module then waits for the job to import torch, at the cost of one meta path
-finder, and imports the faultline package at that moment: Dynamo's
+that environment and which imports this module only when something may be
+preloaded (LD_PRELOAD is set, or /etc/ld.so.preload exists): other jobs pay
+one environment lookup and one stat. This module then waits for the job to
+import torch, at the cost of one meta path finder, and at that moment, if
+libfaultline is in the process (LD_PRELOAD names it, as `faultline run` and
+a plain preload do, or its symbols are there: a copy preloaded under
+another name, /etc/ld.so.preload), imports the faultline package: Dynamo's
 compilations become breadcrumbs and torch's versions annotations
 (faultline/_torch.py) without `import faultline` in the job.
 FAULTLINE_TORCH_HOOKS=0 turns it off, as it turns off the package's hooks."""
@@ -23,6 +26,8 @@ class _OnTorchImport:
             sys.meta_path.remove(self)
         except ValueError:
             pass
+        if not _library_loaded():
+            return None
         try:
             from faultline import _torch
         except Exception:  # noqa: BLE001 - never break the job's import of torch
@@ -32,10 +37,21 @@ class _OnTorchImport:
         return _torch._watcher.find_spec(name, path, target)
 
 
+def _library_loaded():
+    """Whether libfaultline is in this process: named in LD_PRELOAD, or its
+    exported symbols in the global namespace, whatever its file is called
+    (ctypes: torch imports it anyway, so this costs the job nothing)."""
+    if "libfaultline" in os.environ.get("LD_PRELOAD", ""):
+        return True
+    try:
+        import ctypes
+        return hasattr(ctypes.CDLL(None), "faultline_version")
+    except Exception:  # noqa: BLE001 - never break the job's import of torch
+        return False
+
+
 def _boot():
     if os.environ.get("FAULTLINE_TORCH_HOOKS", "1") == "0":
-        return
-    if "libfaultline" not in os.environ.get("LD_PRELOAD", ""):
         return
     sys.meta_path.insert(0, _OnTorchImport())
 

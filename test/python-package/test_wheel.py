@@ -104,6 +104,20 @@ def test_startup_hook_waits_for_torch(venv, tmp_path):
     p = subprocess.run([str(venv / "bin" / "python"), "-c", code], env=env, capture_output=True, text=True,
                        cwd="/", timeout=60)
     assert p.stdout.split() == ["False", "False"], p.stdout + p.stderr
+    # Preloaded under another name (a copy, as /etc/ld.so.preload setups and
+    # bundles name it): the hook finds the library by its symbols.
+    renamed = tmp_path / "crashreport.so"
+    shutil.copyfile(lib, renamed)
+    p = subprocess.run([str(venv / "bin" / "python"), "-c", code],
+                       env=dict(env, LD_PRELOAD=str(renamed), FAULTLINE_DIR=str(tmp_path)),
+                       capture_output=True, text=True, cwd="/", timeout=60)
+    assert p.stdout.split() == ["False", "True"], p.stdout + p.stderr
+    # Another library preloaded: faultline is not imported.
+    other = next(c for c in ("/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6")
+                 if os.path.exists(c))
+    p = subprocess.run([str(venv / "bin" / "python"), "-c", code], env=dict(env, LD_PRELOAD=other),
+                       capture_output=True, text=True, cwd="/", timeout=60)
+    assert p.stdout.split() == ["False", "False"], p.stdout + p.stderr
 
 
 def test_installed_package_uses_its_own_library(venv):
