@@ -72,9 +72,11 @@ constexpr int kReservedFds = 3;
 
 // All zeros until the first install (in .bss: a page costs one fault when
 // first written, not a read and a copy-on-write). What every install
-// writes comes first: the small fields, earlier[] and the handled signals'
+// writes comes first: the small fields, earlier[] and the default signals'
 // previous[] fill the first page (g_crash is page-aligned); Config's start
-// and its strings' first bytes take two more.
+// and its strings' first bytes typically take two more (a command line
+// longer than ~400 bytes, or FAULTLINE_SIGNALS naming other signals, a
+// page or two more: speed only).
 struct CrashState {
   bool installed{};
   pid_t pid{};  // our pid, updated in fork children
@@ -97,8 +99,8 @@ struct CrashState {
   Arena arena{};
   Capture* capture{};       // in the arena
   HandlerFn earlier[65]{};  // what previous[s] ran as found at install
-  // Install writes the entries of the handled signals (4 to 11, on the
-  // page of the fields above), not the whole table.
+  // Install writes the entries of the handled signals (by default 4 to 11,
+  // on the page of the fields above), not the whole table.
   struct sigaction previous[65]{};
   Config config{};
 };

@@ -38,11 +38,12 @@ namespace faultline::core {
 
 // The crash path's shared state.
 // Page-aligned: install writes the first page (small fields, earlier[],
-// the handled signals' previous[]) and the starts of Config's strings, 3
-// pages in all (a first write of a page is a fault, ~10 us here).
+// the default signals' previous[]) and the starts of Config's strings,
+// typically 3 pages in all (a first write of a page is a fault, ~10 us
+// here; see CrashState).
 alignas(4096) CrashState g_crash;
 static_assert(offsetof(CrashState, previous) + 12 * sizeof(struct sigaction) <= 4096,
-              "the handled signals' previous[] entries (4 to 11) belong on the first page");
+              "the default signals' previous[] entries (4 to 11) belong on the first page");
 SigactionFn g_real_sigaction = nullptr;  // set at install (src/install/sigaction_hook.cpp)
 TerminateInfo g_terminate;  // filled by the terminate handler (src/install/terminate.cpp)
 FAULTLINE_CONSTINIT HandlerState g_handler;
