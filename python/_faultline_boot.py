@@ -50,8 +50,13 @@ def _library_loaded():
         return False
 
 
+def _maybe_preloaded():
+    """faultline-boot.pth's own test, for an import of this module by name."""
+    return bool(os.environ.get("LD_PRELOAD")) or os.path.exists("/etc/ld.so.preload")
+
+
 def _boot():
-    if os.environ.get("FAULTLINE_TORCH_HOOKS", "1") == "0":
+    if os.environ.get("FAULTLINE_TORCH_HOOKS", "1") == "0" or not _maybe_preloaded():
         return
     sys.meta_path.insert(0, _OnTorchImport())
 
