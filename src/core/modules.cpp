@@ -152,10 +152,6 @@ bool file_has_build_id(int fd, const Module& m) {
 // container): no more scans of the directory, one per module, in vain.
 int g_map_files_denied = 0;
 
-// The module's first mapping as the kernel keeps it, whatever its path now
-// holds: /proc/self/map_files/<start>-<end> (opening one needs
-// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE in the initial user namespace:
-// root, not in a container). -1 where there is none or it may not be opened.
 // Calls f(dir, name) for the /proc/self/map_files entry of the mapping
 // that starts at start, with dir open; false if there is none.
 template <typename F>
@@ -179,6 +175,10 @@ bool with_mapped_file(uintptr_t start, F&& f) {
   return found;
 }
 
+// The module's first mapping as the kernel keeps it, whatever its path now
+// holds: /proc/self/map_files/<start>-<end> (opening one needs
+// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE in the initial user namespace:
+// root, not in a container). -1 where there is none or it may not be opened.
 int open_mapped_file(const Module& m) {
   if (__atomic_load_n(&g_map_files_denied, __ATOMIC_RELAXED)) return -1;
   int fd = -1;

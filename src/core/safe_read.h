@@ -27,11 +27,11 @@ void safe_read_init();
 void safe_read_check_fds();
 // Crash time, at the start of a capture: a pipe that could not be made in
 // an earlier one (out of descriptors) is tried again. Async-signal-safe.
+void safe_read_new_capture();
 // After a jump out of a capture phase (a fault, the watchdog): a pipe read
 // this thread was in is abandoned, its leftovers drained and the pipe let
 // go. Async-signal-safe.
 void safe_read_end_reads();
-void safe_read_new_capture();
 // In a fork child: drops the parent's pipe (its first pipe read makes its
 // own). Install-time context.
 void safe_read_reset_after_fork();

@@ -250,10 +250,9 @@ __attribute__((noinline)) bool enter_chaining(Chaining** mine, pid_t* self_out) 
 }
 
 void chain_previous(int signo, siginfo_t* info, void* uc) {
-  const struct sigaction g_previous = previous();  // a copy: a capture may replace it
-  const bool sig = g_previous.sa_flags & SA_SIGINFO;
-  if (sig ? !g_previous.sa_sigaction
-          : g_previous.sa_handler == SIG_DFL || g_previous.sa_handler == SIG_IGN) {
+  const struct sigaction prev = previous();  // a copy: a capture may replace it
+  const bool sig = prev.sa_flags & SA_SIGINFO;
+  if (sig ? !prev.sa_sigaction : prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN) {
     return;
   }
   // A program's handler that itself hands the signal on to the handler it
@@ -267,14 +266,14 @@ void chain_previous(int signo, siginfo_t* info, void* uc) {
   // sa_mask, and the signal itself unless SA_NODEFER.
   sigset_t mask = static_cast<ucontext_t*>(uc)->uc_sigmask, old;
   for (int s = 1; s < NSIG; ++s) {
-    if (sigismember(&g_previous.sa_mask, s) == 1) sigaddset(&mask, s);
+    if (sigismember(&prev.sa_mask, s) == 1) sigaddset(&mask, s);
   }
-  if (!(g_previous.sa_flags & SA_NODEFER)) sigaddset(&mask, signo);
+  if (!(prev.sa_flags & SA_NODEFER)) sigaddset(&mask, signo);
   bool masked = sigprocmask(SIG_SETMASK, &mask, &old) == 0;
   if (sig) {
-    g_previous.sa_sigaction(signo, info, uc);
+    prev.sa_sigaction(signo, info, uc);
   } else {
-    g_previous.sa_handler(signo);
+    prev.sa_handler(signo);
   }
   if (masked) sigprocmask(SIG_SETMASK, &old, nullptr);
   // Only if still ours: an inner call on another stack may have taken the

@@ -98,26 +98,27 @@ def test_startup_hook_waits_for_torch(venv, tmp_path):
     env["PYTHONPATH"] = str(tmp_path)
     lib = subprocess.run([str(venv / "bin" / "python"), "-c", "import faultline._native as n; print(n.library_path())"],
                          env=env, capture_output=True, text=True, check=True).stdout.strip()
-    p = subprocess.run([str(venv / "bin" / "python"), "-c", code], env=dict(env, LD_PRELOAD=lib),
-                       capture_output=True, text=True, cwd="/", timeout=60)
-    assert p.stdout.split() == ["False", "True"], p.stdout + p.stderr
-    p = subprocess.run([str(venv / "bin" / "python"), "-c", code], env=env, capture_output=True, text=True,
-                       cwd="/", timeout=60)
-    assert p.stdout.split() == ["False", "False"], p.stdout + p.stderr
+
+    def imports(**extra):
+        p = subprocess.run([str(venv / "bin" / "python"), "-c", code], env=dict(env, **extra),
+                           capture_output=True, text=True, cwd="/", timeout=60)
+        return p.stdout.split(), p.stdout + p.stderr
+
+    got, out = imports(LD_PRELOAD=lib)
+    assert got == ["False", "True"], out
+    got, out = imports()
+    assert got == ["False", "False"], out
     # Preloaded under another name (a copy, as /etc/ld.so.preload setups and
     # bundles name it): the hook finds the library by its symbols.
     renamed = tmp_path / "crashreport.so"
     shutil.copyfile(lib, renamed)
-    p = subprocess.run([str(venv / "bin" / "python"), "-c", code],
-                       env=dict(env, LD_PRELOAD=str(renamed), FAULTLINE_DIR=str(tmp_path)),
-                       capture_output=True, text=True, cwd="/", timeout=60)
-    assert p.stdout.split() == ["False", "True"], p.stdout + p.stderr
+    got, out = imports(LD_PRELOAD=str(renamed), FAULTLINE_DIR=str(tmp_path))
+    assert got == ["False", "True"], out
     # Another library preloaded: faultline is not imported.
     other = next(c for c in ("/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6")
                  if os.path.exists(c))
-    p = subprocess.run([str(venv / "bin" / "python"), "-c", code], env=dict(env, LD_PRELOAD=other),
-                       capture_output=True, text=True, cwd="/", timeout=60)
-    assert p.stdout.split() == ["False", "False"], p.stdout + p.stderr
+    got, out = imports(LD_PRELOAD=other)
+    assert got == ["False", "False"], out
 
 
 def test_installed_package_uses_its_own_library(venv):
