@@ -83,6 +83,16 @@ void JsonWriter::before_value() {
   }
 }
 
+char* JsonWriter::reserve_value(size_t n) {
+  // One more for the comma. A full buffer is flushed first, as put() would.
+  if (!sink_->reserve(n + 1)) {
+    sink_->flush();
+    if (!sink_->reserve(n + 1)) return nullptr;
+  }
+  before_value();
+  return sink_->reserve(n);
+}
+
 void JsonWriter::begin_object() {
   before_value();
   sink_->put('{');

@@ -93,6 +93,13 @@ class JsonWriter {
   // True when s is printable ASCII without '"' or '\\': JSON as it is.
   static bool is_plain(const char* s, size_t n);
 
+  // Room for a whole value of up to n bytes, written in place and then
+  // committed with commit_value(); the comma before it is written here.
+  // nullptr (and nothing written) when the sink's buffer cannot make room:
+  // the caller then writes the value piece by piece.
+  char* reserve_value(size_t n);
+  void commit_value(size_t n) { sink_->commit(n); }
+
   // Writes a string escaped as JSON string content (no quotes) to a sink.
   // Returns true if the input was valid UTF-8.
   static bool escape_to(FdSink* sink, const char* s, size_t n);

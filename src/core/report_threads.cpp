@@ -66,7 +66,80 @@ void prepare_paths(const Capture& c) {
   }
 }
 
-void write_native_frame(JsonWriter& w, const Capture& c, const NativeFrame& f) {
+// The last symbol a frame wrote: a thread's frames repeat a few names
+// (recursion, a loop of calls), each checked for escaping once in a row.
+struct SymbolSeen {
+  const char* symbol = nullptr;
+  size_t len = 0;
+  bool plain = false;
+};
+
+// Appends s (n bytes) at *p.
+inline void put_at(char** p, const char* s, size_t n) {
+  __builtin_memcpy(*p, s, n);
+  *p += n;
+}
+template <size_t N>
+inline void put_at(char** p, const char (&lit)[N]) {
+  put_at(p, lit, N - 1);
+}
+
+// The common frame, whose module path and symbol need no escaping, as one
+// piece written in place: a report of 256 threads has some 13,000 frames,
+// and field by field each cost a dozen calls. The same bytes as the general
+// path below. False when the frame is not such a frame or the writer has no
+// room: then nothing was written.
+bool write_plain_native_frame(JsonWriter& w, const Capture& c, const NativeFrame& f,
+                              SymbolSeen* seen) {
+  constexpr size_t kMaxText = 1024;  // path or symbol: longer ones take the general path
+  if (!f.origin || f.module < 0 || f.module >= kPathSlots || !g_paths[f.module].plain ||
+      g_paths[f.module].len > kMaxText) {
+    return false;
+  }
+  if (f.symbol && f.symbol != seen->symbol) {
+    seen->symbol = f.symbol;
+    seen->len = str_nlen(f.symbol, kMaxText + 1);
+    seen->plain = seen->len <= kMaxText && JsonWriter::is_plain(f.symbol, seen->len);
+  }
+  if (f.symbol && !seen->plain) return false;
+  const char* origin = f.origin->id;
+  const size_t origin_len = str_nlen(origin, sizeof f.origin->id);
+  if (origin_len == sizeof f.origin->id || !JsonWriter::is_plain(origin, origin_len)) return false;
+  const Module& m = c.modules.items[f.module];
+  const size_t path_len = g_paths[f.module].len;
+  const size_t sym_len = f.symbol ? seen->len : 0;
+  // The fixed text (keys, quotes, "true"; ~130 bytes) and three or four
+  // hex numbers of up to 18 bytes each.
+  char* start = w.reserve_value(256 + origin_len + path_len + sym_len);
+  if (!start) return false;
+  char* p = start;
+  put_at(&p, "{\"kind\":\"native\",\"origin\":\"");
+  put_at(&p, origin, origin_len);
+  put_at(&p, "\",\"pc\":\"");
+  p += fmt_hex(p, f.pc);
+  put_at(&p, "\",\"sp\":\"");
+  p += fmt_hex(p, f.sp);
+  put_at(&p, "\"");
+  if (f.signal_frame) put_at(&p, ",\"signal_frame\":true");
+  put_at(&p, ",\"module\":\"");
+  put_at(&p, m.path, path_len);
+  put_at(&p, "\",\"module_offset\":\"");
+  p += fmt_hex(p, f.pc - m.bias);
+  put_at(&p, "\"");
+  if (f.symbol) {
+    put_at(&p, ",\"symbol\":\"");
+    put_at(&p, f.symbol, sym_len);
+    put_at(&p, "\",\"symbol_offset\":\"");
+    p += fmt_hex(p, f.symbol_offset);
+    put_at(&p, "\"");
+  }
+  put_at(&p, "}");
+  w.commit_value(static_cast<size_t>(p - start));
+  return true;
+}
+
+void write_native_frame(JsonWriter& w, const Capture& c, const NativeFrame& f, SymbolSeen* seen) {
+  if (write_plain_native_frame(w, c, f, seen)) return;
   w.begin_object();
   w.field_str("kind", "native");
   w.field_str(
@@ -135,16 +208,17 @@ void write_thread(JsonWriter& w, const Capture& c, const ThreadCapture& t) {
   }
   w.key("frames");
   w.begin_array();
+  SymbolSeen seen;
   if (merged >= 0) {
     for (int i = 0; i < merged; ++i) {
       if (refs[i].python) {
         write_python_frame(w, py->frames[refs[i].index]);
       } else {
-        write_native_frame(w, c, t.frames[refs[i].index]);
+        write_native_frame(w, c, t.frames[refs[i].index], &seen);
       }
     }
   } else {
-    for (int i = 0; i < t.nframes; ++i) write_native_frame(w, c, t.frames[i]);
+    for (int i = 0; i < t.nframes; ++i) write_native_frame(w, c, t.frames[i], &seen);
     for (int i = 0; py && i < py->nframes; ++i) write_python_frame(w, py->frames[i]);
   }
   w.end_array();

@@ -10,34 +10,13 @@
 #include <random>
 #include <string>
 
+#include "json_render.h"
+
 using faultline::core::FdSink;
 using faultline::core::JsonWriter;
 
-namespace {
-
-// Runs fn(writer) into a pipe and returns what was written.
-template <typename Fn>
-std::string render(Fn fn, size_t bufsize = 64) {
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  std::string buf(bufsize, '\0');
-  FdSink sink(fds[1], buf.data(), buf.size());
-  JsonWriter w(&sink);
-  fn(w);
-  sink.flush();
-  close(fds[1]);
-  std::string out;
-  char tmp[4096];
-  ssize_t n;
-  while ((n = read(fds[0], tmp, sizeof tmp)) > 0) out.append(tmp, static_cast<size_t>(n));
-  close(fds[0]);
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("nested objects and arrays get commas right") {
-  std::string out = render([](JsonWriter& w) {
+  std::string out = render_json([](JsonWriter& w) {
     w.begin_object();
     w.field_str("a", "x");
     w.key("b");
@@ -62,13 +41,13 @@ TEST_CASE("nested objects and arrays get commas right") {
 
 TEST_CASE("control characters, quotes and backslashes are escaped") {
   std::string s = "q\"b\\n\nt\tz\x01\x1f\x7f";
-  std::string out = render([&](JsonWriter& w) { w.str_n(s.data(), s.size()); });
+  std::string out = render_json([&](JsonWriter& w) { w.str_n(s.data(), s.size()); });
   CHECK(nlohmann::json::parse(out).get<std::string>() == s);
 }
 
 TEST_CASE("valid UTF-8 passes through unchanged") {
   std::string s = "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x92\xa5 \xe6\x97\xa5\xe6\x9c\xac";
-  std::string out = render([&](JsonWriter& w) { w.str_n(s.data(), s.size()); });
+  std::string out = render_json([&](JsonWriter& w) { w.str_n(s.data(), s.size()); });
   CHECK(nlohmann::json::parse(out).get<std::string>() == s);
 }
 
@@ -78,7 +57,7 @@ TEST_CASE("invalid UTF-8 becomes U+FFFD and str_exact keeps the bytes in hex") {
       "b\xc3"
       "c\xed\xa0\x80"
       "d\xc0\xaf";  // stray, cut, surrogate, overlong
-  std::string out = render([&](JsonWriter& w) {
+  std::string out = render_json([&](JsonWriter& w) {
     w.begin_object();
     w.str_exact("path", s.data(), s.size());
     w.end_object();
@@ -97,7 +76,7 @@ TEST_CASE("invalid UTF-8 becomes U+FFFD and str_exact keeps the bytes in hex") {
 }
 
 TEST_CASE("valid strings get no _hex twin") {
-  std::string out = render([](JsonWriter& w) {
+  std::string out = render_json([](JsonWriter& w) {
     w.begin_object();
     w.str_exact("path", "/usr/lib/x.so", 13);
     w.end_object();
@@ -110,7 +89,7 @@ TEST_CASE("any random byte sequence yields parseable JSON (10,000 cases)") {
   for (int i = 0; i < 10000; ++i) {
     std::string s(rng() % 40, '\0');
     for (auto& ch : s) ch = static_cast<char>(rng() & 0xff);
-    std::string out = render(
+    std::string out = render_json(
         [&](JsonWriter& w) {
           w.begin_object();
           w.str_exact("k", s.data(), s.size());
@@ -139,7 +118,7 @@ TEST_CASE("is_plain: only strings that need no escaping") {
     INFO(s);
     CHECK_FALSE(JsonWriter::is_plain(s, strlen(s)));
   }
-  std::string out = render([](JsonWriter& w) {
+  std::string out = render_json([](JsonWriter& w) {
     w.begin_object();
     w.field_plain("module", "/lib/libc.so.6", 14);
     w.field_str("next", "x");
@@ -148,4 +127,23 @@ TEST_CASE("is_plain: only strings that need no escaping") {
   auto j = nlohmann::json::parse(out);
   CHECK(j["module"] == "/lib/libc.so.6");
   CHECK(j["next"] == "x");
+}
+
+TEST_CASE("reserve_value: a value written in place gets its comma, and no room writes nothing") {
+  std::string out = render_json(
+      [](JsonWriter& w) {
+        w.begin_array();
+        for (int i = 0; i < 3; ++i) {
+          char* d = w.reserve_value(4);
+          REQUIRE(d);
+          memcpy(d, "true", 4);
+          w.commit_value(4);
+        }
+        // More than the buffer holds: nullptr, nothing written (no comma).
+        CHECK(w.reserve_value(64) == nullptr);
+        w.null();
+        w.end_array();
+      },
+      16);
+  CHECK(out == "[true,true,true,null]");
 }
