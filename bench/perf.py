@@ -12,8 +12,10 @@ P1  capture: a process of N threads x ~50 frames crashes (SIGSEGV on its main
     256 threads, with each unwinder (FAULTLINE_UNWINDER=cfi and libunwind);
     and the report's own faultline.capture_ns (from the handler's claim of
     the crash to the report's last field) with its phase breakdown
-    (faultline.phases_ns). Then a two-thread Python job that crashes in native
-    code (ctypes).
+    (faultline.phases_ns); beside them the floor under the threads phase
+    (`bench_threads N floor`: the same threads, each signalled once on a fresh
+    signal stack of its own, a handler that does nothing). Then a two-thread
+    Python job that crashes in native code (ctypes).
 P2  start-up: `python3 -c pass`, `python3 -c "import torch"` and a C
     `int main(){}` with and without the preload, run by run interleaved (wall
     and CPU time), and the RSS the preload adds to an idle process.
@@ -152,6 +154,20 @@ def eu_stack(build, n, runs):
     return med(ts)
 
 
+def signal_floor(build, n, runs):
+    """Median milliseconds from the first signal to the last answer of n
+    threads on fresh signal stacks of their own, with a handler that does
+    nothing (bench_threads N floor): what asking every thread costs at least."""
+    ts = []
+    for _ in range(runs):
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        out = subprocess.run([os.path.join(build, "bench", "bench_threads"), str(n), "floor"],
+                             capture_output=True, text=True, check=True, env=env).stdout
+        ts.append(int(out.split()[1]) / 1e6)
+    return med(ts)
+
+
 def phases(rep):
     """Milliseconds per phase, and "write": the rest of the capture time
     (writing and renaming the report; threads_park is part of threads)."""
@@ -166,6 +182,10 @@ def p1(build, runs, results):
           "report's capture_ns (claim to last field) with its phases" % runs)
     for n in (64, 256):
         eu = eu_stack(build, n, max(3, runs // 2))
+        floor = signal_floor(build, n, runs)
+        results[f"p1_{n}_floor"] = floor
+        print(f"  {n:>4} threads signalled on their own fresh signal stacks, empty handler, first "
+              f"signal to last answer (the floor under the threads phase): {floor:.2f} ms")
         for unwinder in ("cfi", "libunwind"):
             runs_ = [crash_once(build, n, unwinder) for _ in range(runs)]
             reps = [r for r, _ in runs_ if r]
@@ -333,7 +353,8 @@ def markdown(r):
                         f"| {r[f'p1_{n}_cfi']:.1f} ms (capture_ns {r[f'p1_{n}_cfi_capture']:.1f}; "
                         f"ms: {brief(r[f'p1_{n}_cfi_phases'])}); "
                         f"libunwind {r[f'p1_{n}_libunwind']:.1f} ms "
-                        f"| `eu-stack -p`: {eu:.0f} ms ({eu / r[f'p1_{n}_cfi']:.0f}x) |")
+                        f"| `eu-stack -p`: {eu:.0f} ms ({eu / r[f'p1_{n}_cfi']:.0f}x); "
+                        f"signalling every thread, empty handler: {r[f'p1_{n}_floor']:.1f} ms |")
     for k, label in (("py_python_cfi", "two-thread Python job crashing in ctypes"),
                      ("py_torch_cfi", "the same job after `import torch`")):
         if k in r:
