@@ -62,6 +62,12 @@ struct Crumb {
 };
 
 GlobalSlot g_annotations[kMaxAnnotations];
+// One past the highest slot of g_annotations ever claimed; 0 while none
+// ever was (atomic, only grows). Slots are claimed from the first free one
+// on, so lookups and the crash's snapshot read no further: a process that
+// never sets a key reads none of the table (~37 KiB of pages it never
+// touched, ten page faults at each crash).
+int g_annotations_limit = 0;
 // Thread annotations: a table of per-thread slot sets, keyed by thread id
 // and thread pointer (not TLS: see thread_state.h). A set is claimed on the
 // thread's first annotation and kept while the thread lives; the set of a
@@ -81,12 +87,24 @@ int g_probe_limit = 0;
 Crumb g_crumbs[kMaxBreadcrumbs];
 uint64_t g_crumb_next;
 
+// The slots of table a reader must look at: up to *limit where the table
+// keeps one (see g_annotations_limit), else all.
+template <int N>
+int slots_in_use(const int* limit) {
+  int n = limit ? __atomic_load_n(limit, __ATOMIC_ACQUIRE) : N;
+  return n < N ? n : N;
+}
+
+// Sets, replaces or (value nullptr) removes key in table. limit: the
+// table's high-water mark, or nullptr for a table without one.
 template <typename S, int N>
-int table_set(S (&table)[N], const char* key, const char* value) {
+int table_set(S (&table)[N], int* limit, const char* key, const char* value) {
   if (!key || !*key || str_len(key) >= kAnnotationKeyBytes) return -EINVAL;
   // An existing slot with this key, else a free one.
   S* target = nullptr;
-  for (S& s : table) {
+  const int in_use = slots_in_use<N>(limit);
+  for (int i = 0; i < in_use; ++i) {
+    S& s = table[i];
     if (__atomic_load_n(&s.used, __ATOMIC_ACQUIRE) && str_eq(s.key, key)) {
       target = &s;
       break;
@@ -94,12 +112,16 @@ int table_set(S (&table)[N], const char* key, const char* value) {
   }
   if (!target) {
     if (!value) return 0;
-    for (S& s : table) {
+    for (int i = 0; i < N && !target; ++i) {
       uint32_t expected = 0;
-      if (__atomic_compare_exchange_n(&s.used, &expected, 2u, false, __ATOMIC_ACQ_REL,
+      if (__atomic_compare_exchange_n(&table[i].used, &expected, 2u, false, __ATOMIC_ACQ_REL,
                                       __ATOMIC_RELAXED)) {
-        target = &s;  // used == 2: claimed, key not yet visible
-        break;
+        target = &table[i];  // used == 2: claimed, key not yet visible
+        // Raised before the key is published (used == 1 below).
+        int seen = limit ? __atomic_load_n(limit, __ATOMIC_ACQUIRE) : N;
+        while (seen < i + 1 && !__atomic_compare_exchange_n(limit, &seen, i + 1, false,
+                                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        }
       }
     }
     if (!target) return -ENOSPC;
@@ -118,11 +140,13 @@ int table_set(S (&table)[N], const char* key, const char* value) {
 }
 
 template <typename S, int N>
-int table_snapshot(const S (&table)[N], AnnotationView* out, int cap, char* storage,
-                   size_t storage_bytes) {
+int table_snapshot(const S (&table)[N], const int* limit, AnnotationView* out, int cap,
+                   char* storage, size_t storage_bytes) {
   int n = 0;
   size_t off = 0;
-  for (const S& s : table) {
+  const int in_use = slots_in_use<N>(limit);
+  for (int i = 0; i < in_use; ++i) {
+    const S& s = table[i];
     if (n >= cap) break;
     if (__atomic_load_n(&s.used, __ATOMIC_ACQUIRE) != 1) continue;
     S copy;
@@ -144,7 +168,7 @@ int table_snapshot(const S (&table)[N], AnnotationView* out, int cap, char* stor
 }  // namespace
 
 int annotation_set(const char* key, const char* value) {
-  return table_set(g_annotations, key, value);
+  return table_set(g_annotations, &g_annotations_limit, key, value);
 }
 
 namespace {
@@ -239,7 +263,7 @@ int thread_annotation_set(const char* key, const char* value) {
     errno = saved_errno;
     if (!t) return -ENOSPC;
   }
-  return table_set(t->slots, key, value);
+  return table_set(t->slots, nullptr, key, value);
 }
 
 void thread_annotations_after_fork() {
@@ -276,12 +300,12 @@ void breadcrumb_add(const char* message) {
 }
 
 int annotations_snapshot(AnnotationView* out, int cap, char* storage, size_t storage_bytes) {
-  return table_snapshot(g_annotations, out, cap, storage, storage_bytes);
+  return table_snapshot(g_annotations, &g_annotations_limit, out, cap, storage, storage_bytes);
 }
 
 int thread_annotations_snapshot(AnnotationView* out, int cap, char* storage, size_t storage_bytes) {
   ThreadTable* t = own_table(sys_gettid(), thread_pointer());
-  return t ? table_snapshot(t->slots, out, cap, storage, storage_bytes) : 0;
+  return t ? table_snapshot(t->slots, nullptr, out, cap, storage, storage_bytes) : 0;
 }
 
 int breadcrumbs_snapshot(BreadcrumbView* out, int cap, char* storage, size_t storage_bytes) {
