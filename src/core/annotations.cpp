@@ -153,6 +153,12 @@ int table_snapshot(const S (&table)[N], const int* limit, AnnotationView* out, i
     if (!slot_read(&s, &copy) || copy.used != 1 || !copy.key[0]) continue;
     size_t klen = str_nlen(copy.key, sizeof copy.key - 1);
     size_t vlen = str_nlen(copy.value, sizeof copy.value - 1);
+    // Two threads setting the same new key at once can each claim a slot:
+    // the first (lowest) one counts, so the report never has a key twice.
+    copy.key[klen] = '\0';  // the copy may not be terminated
+    bool seen = false;
+    for (int j = 0; j < n && !seen; ++j) seen = str_eq(out[j].key, copy.key);
+    if (seen) continue;
     if (off + klen + vlen + 2 > storage_bytes) break;
     char* k = storage + off;
     str_copy_n(k, klen + 1, copy.key, klen);

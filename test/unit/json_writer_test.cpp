@@ -139,11 +139,16 @@ TEST_CASE("reserve_value: a value written in place gets its comma, and no room w
           memcpy(d, "true", 4);
           w.commit_value(4);
         }
+        // Room only once the buffer is flushed: flushed, then written.
+        char* e = w.reserve_value(12);
+        REQUIRE(e);
+        memcpy(e, "\"0123456789\"", 12);
+        w.commit_value(12);
         // More than the buffer holds: nullptr, nothing written (no comma).
         CHECK(w.reserve_value(64) == nullptr);
         w.null();
         w.end_array();
       },
       16);
-  CHECK(out == "[true,true,true,null]");
+  CHECK(out == "[true,true,true,\"0123456789\",null]");
 }
