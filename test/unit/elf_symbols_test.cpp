@@ -423,3 +423,49 @@ TEST_CASE("a stripped library's local functions come from its debug file, by bui
   CHECK(std::string(frames[1].symbol) == "raise");
   arena.release();
 }
+
+TEST_CASE("lookup_symbol_address finds symbols only the full symbol table has") {
+  // This test program's own .symtab: names it does not export (static
+  // functions and variables, hidden ones) are found by the scan that reads
+  // the string table through a window; nm is the oracle. Names defined more
+  // than once (local statics of several files) are left out.
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  REQUIRE(n > 0);
+  self[n] = '\0';
+  Module m{};
+  m.path = self;
+  std::map<std::string, std::set<uint64_t>> defined;
+  FILE* f = popen(("nm --defined-only " + std::string(self) + " 2>/dev/null").c_str(), "r");
+  REQUIRE(f != nullptr);
+  char line[8192];
+  while (fgets(line, sizeof line, f)) {
+    std::istringstream in(line);
+    std::string v, type, name;
+    if (!(in >> v >> type >> name)) continue;
+    if (type == "a" || type == "A" || type == "N" || type == "U") continue;  // absolute, debug
+    defined[name].insert(std::stoull(v, nullptr, 16));
+  }
+  pclose(f);
+  REQUIRE(defined.size() > 1000);
+  int checked = 0, unexported = 0, cut = 0;
+  for (const auto& [name, values] : defined) {
+    if (values.size() != 1 || name.size() >= 128) continue;
+    ++checked;
+    uintptr_t got = lookup_symbol_address(m, name.c_str());
+    CHECK_MESSAGE(got == *values.begin(), name);
+    if (!dlsym(RTLD_DEFAULT, name.c_str())) ++unexported;
+    // A name cut short, or run on, is not that name.
+    std::string shorter = name.substr(0, name.size() - 1), longer = name + "_x";
+    if (name.size() > 1 && !defined.count(shorter)) {
+      CHECK_MESSAGE(lookup_symbol_address(m, shorter.c_str()) == 0, shorter);
+      ++cut;
+    }
+    if (!defined.count(longer))
+      CHECK_MESSAGE(lookup_symbol_address(m, longer.c_str()) == 0, longer);
+  }
+  CHECK(checked > 1000);
+  CHECK(unexported > 50);  // the scan, not the hash table, found these
+  CHECK(cut > 50);
+  CHECK(lookup_symbol_address(m, "no_such_symbol_anywhere") == 0);
+}
