@@ -59,7 +59,10 @@ bool gnu_hash_prepare(const ElfSource& src, SymbolLookup* l) {
   return true;
 }
 
-// Returns 1 found, 0 not there, -1 the table could not be read.
+// Returns 1 found, 0 not there (the name's chain ended without it), -1
+// not known: the table could not be read, the name is too long to compare,
+// a chain ran on past 4096 entries, or only a non-default version of the
+// name is there. The caller scans the symbol tables after -1, not after 0.
 int gnu_hash_find(const ElfSource& src, const SymbolLookup& l, const char* name, uint64_t* value) {
   const uint32_t* header = l.header;  // nbuckets, symoffset, bloom words, bloom shift
   uint32_t h = 5381;
@@ -70,31 +73,34 @@ int gnu_hash_find(const ElfSource& src, const SymbolLookup& l, const char* name,
   if (!src.read(&index, buckets + (h % header[0]) * 4, 4)) return -1;
   if (index < header[1]) return 0;
   size_t len = str_len(name);
+  char buf[256];
+  if (len + 1 > sizeof buf) return -1;
+  bool unsure = false;
   for (int guard = 0; guard < 4096; ++guard, ++index) {
     uint32_t chain_hash = 0;
     if (!src.read(&chain_hash, chains + uint64_t{index - header[1]} * 4, 4)) return -1;
     if ((chain_hash | 1) == (h | 1)) {
       ElfW(Sym) sym;
-      char buf[256];
-      if (len + 1 <= sizeof buf &&
-          src.read(&sym, l.sym_off + uint64_t{index} * sizeof sym, sizeof sym) &&
-          sym.st_name + len < l.str_size && src.read(buf, l.str_off + sym.st_name, len + 1) &&
-          buf[len] == '\0' && str_eq(buf, name) && sym.st_shndx != SHN_UNDEF) {
+      if (!src.read(&sym, l.sym_off + uint64_t{index} * sizeof sym, sizeof sym) ||
+          sym.st_name >= l.str_size || len >= l.str_size - sym.st_name ||
+          !src.read(buf, l.str_off + sym.st_name, len + 1)) {
+        unsure = true;  // a symbol whose name cannot be read
+      } else if (buf[len] == '\0' && str_eq(buf, name) && sym.st_shndx != SHN_UNDEF) {
         // memcpy@GLIBC_2.2.5 beside memcpy@@GLIBC_2.14: take the default,
         // as the dynamic linker does.
         uint16_t version = 0;
         if (l.versym_off && src.read(&version, l.versym_off + uint64_t{index} * 2, 2) &&
             (version & 0x8000)) {
-          if (chain_hash & 1) break;
-          continue;
+          unsure = true;
+        } else {
+          *value = sym.st_value;
+          return 1;
         }
-        *value = sym.st_value;
-        return 1;
       }
     }
-    if (chain_hash & 1) break;
+    if (chain_hash & 1) return unsure ? -1 : 0;
   }
-  return 0;
+  return -1;
 }
 
 // A window on a string table: the names a scan compares are read 4 KiB at
@@ -116,6 +122,7 @@ struct NameWindow {
     if (off >= str_size || n > str_size - off || n > sizeof buf) return nullptr;
     if (off < lo || off + n > lo + len) {
       uint64_t take = str_size - off < sizeof buf ? str_size - off : sizeof buf;
+      len = 0;  // a failed read may have changed buf
       // A short read near a bad stretch of the file: just this name.
       if (!src.read(buf, str_off + off, take)) {
         take = n;
@@ -129,12 +136,15 @@ struct NameWindow {
 };
 
 // Not exported (or no hash table): a scan of the symbol tables; .dynsym
-// only when its hash table was not asked (dynsym_asked: it answered that
-// the name is not there).
+// only when its hash table did not say that the name is not there
+// (dynsym_asked).
 uintptr_t scan_symtabs(const ElfSource& src, const char* name, bool dynsym_asked) {
+  size_t name_len = str_len(name);
+  // No symbol is found by an empty name (section symbols have one), nor by
+  // one longer than the window compares.
+  if (name_len == 0 || name_len + 1 > sizeof NameWindow::buf) return 0;
   SymTab tabs[2];
   int ntabs = find_symtabs(src, tabs);
-  size_t name_len = str_len(name);
   ElfW(Sym) syms[kSymChunk];
   for (int t = ntabs - 1; t >= 0; --t) {  // .dynsym (smaller) first
     if (dynsym_asked && !tabs[t].full) continue;

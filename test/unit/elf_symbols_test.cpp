@@ -469,3 +469,122 @@ TEST_CASE("lookup_symbol_address finds symbols only the full symbol table has") 
   CHECK(cut > 50);
   CHECK(lookup_symbol_address(m, "no_such_symbol_anywhere") == 0);
 }
+
+namespace {
+
+// A file of one ELF header and three sections (null, .symtab, .strtab) for
+// the scan by name, with a string table the test lays out as it likes;
+// str_size may claim more than the file holds.
+struct HandMadeElf {
+  std::string strtab = std::string(1, '\0');
+  std::vector<ElfW(Sym)> syms = {ElfW(Sym){}};
+  uint64_t str_size_override = ~0ull;
+
+  // A defined symbol named at offset `name` of the table, valued `value`.
+  void add(uint32_t name, uint64_t value) {
+    ElfW(Sym) s{};
+    s.st_name = name;
+    s.st_info = ELF64_ST_INFO(STB_GLOBAL, STT_OBJECT);
+    s.st_shndx = 1;
+    s.st_value = value;
+    syms.push_back(s);
+  }
+  uint32_t add_name(const std::string& n) {
+    uint32_t at = static_cast<uint32_t>(strtab.size());
+    strtab += n;
+    strtab.push_back('\0');
+    return at;
+  }
+  std::string write(const std::string& path) const {
+    ElfW(Ehdr) eh{};
+    memcpy(eh.e_ident, ELFMAG, SELFMAG);
+    eh.e_ident[EI_CLASS] = ELFCLASS64;
+    eh.e_ident[EI_DATA] = ELFDATA2LSB;
+    eh.e_ident[EI_VERSION] = EV_CURRENT;
+    eh.e_type = ET_DYN;
+    eh.e_machine = EM_X86_64;
+    eh.e_version = EV_CURRENT;
+    eh.e_ehsize = sizeof eh;
+    eh.e_shentsize = sizeof(ElfW(Shdr));
+    eh.e_shnum = 3;
+    uint64_t sym_off = sizeof eh, str_off = sym_off + syms.size() * sizeof(ElfW(Sym));
+    eh.e_shoff = str_off + strtab.size();
+    ElfW(Shdr) sh[3] = {};
+    sh[1].sh_type = SHT_SYMTAB;
+    sh[1].sh_offset = sym_off;
+    sh[1].sh_size = syms.size() * sizeof(ElfW(Sym));
+    sh[1].sh_entsize = sizeof(ElfW(Sym));
+    sh[1].sh_link = 2;
+    sh[2].sh_type = SHT_STRTAB;
+    sh[2].sh_offset = str_off;
+    sh[2].sh_size = str_size_override != ~0ull ? str_size_override : strtab.size();
+    std::string out(reinterpret_cast<const char*>(&eh), sizeof eh);
+    out.append(reinterpret_cast<const char*>(syms.data()), syms.size() * sizeof(ElfW(Sym)));
+    out += strtab;
+    out.append(reinterpret_cast<const char*>(sh), sizeof sh);
+    FILE* f = fopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    REQUIRE(fwrite(out.data(), 1, out.size(), f) == out.size());
+    fclose(f);
+    return path;
+  }
+};
+
+uintptr_t lookup_in(const HandMadeElf& elf, const char* name) {
+  static int n = 0;
+  std::string path = "/tmp/fl-handmade-" + std::to_string(getpid()) + "-" + std::to_string(n++);
+  elf.write(path);
+  Module m{};
+  m.path = path.c_str();
+  uintptr_t r = lookup_symbol_address(m, name);
+  unlink(path.c_str());
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the scan by name keeps to the string table, however it is laid out") {
+  HandMadeElf elf;
+  // Names across several 4 KiB windows, some straddling a window's end.
+  std::vector<std::pair<std::string, uint64_t>> names;
+  for (int i = 0; i < 600; ++i) {
+    std::string n = "name_" + std::to_string(i) + std::string(static_cast<size_t>(i % 23), 'x');
+    elf.add(elf.add_name(n), 0x1000 + static_cast<uint64_t>(i));
+    names.emplace_back(n, 0x1000 + static_cast<uint64_t>(i));
+  }
+  const std::string longest(4095, 'L'), too_long(4096, 'T');
+  elf.add(elf.add_name(longest), 0x9000);
+  elf.add(elf.add_name(too_long), 0x9001);
+  elf.add(0xfffffff0u, 0x9002);  // a name far past the table
+  for (const auto& [n, v] : names) CHECK_MESSAGE(lookup_in(elf, n.c_str()) == v, n);
+  CHECK(lookup_in(elf, longest.c_str()) == 0x9000);
+  CHECK(lookup_in(elf, too_long.c_str()) == 0);  // longer than the scan compares
+  CHECK(lookup_in(elf, "") == 0);                // not the first nameless symbol
+  CHECK(lookup_in(elf, "name_5x") == 0);         // "name_5xxxxx" cut short
+  CHECK(lookup_in(elf, "name_599xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx") == 0);
+
+  // A last name without its terminator inside the table is not found, and
+  // nothing is read from past the table's end.
+  HandMadeElf cut;
+  cut.add(cut.add_name("first"), 0x10);
+  uint32_t at = static_cast<uint32_t>(cut.strtab.size());
+  cut.strtab += "last";  // no '\0': the table ends here
+  cut.add(at, 0x20);
+  cut.syms.back().st_name = at;
+  CHECK(lookup_in(cut, "first") == 0x10);
+  CHECK(lookup_in(cut, "last") == 0);
+
+  // A table that claims more than the file holds: the window's read fails
+  // at the end of the file and the name alone is read.
+  HandMadeElf claims = elf;
+  claims.str_size_override = 64u << 20;
+  CHECK(lookup_in(claims, "name_0") == 0x1000);
+  CHECK(lookup_in(claims, names.back().first.c_str()) == names.back().second);
+  HandMadeElf small = cut;  // a file shorter than one window
+  small.str_size_override = 64u << 20;
+  CHECK(lookup_in(small, "first") == 0x10);
+  // An empty table finds nothing.
+  HandMadeElf empty = elf;
+  empty.str_size_override = 0;
+  CHECK(lookup_in(empty, "name_0") == 0);
+}
