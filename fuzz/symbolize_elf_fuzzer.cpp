@@ -8,7 +8,6 @@
 //   cmake --build build-fuzz --target symbolize_elf_fuzzer
 //   build-fuzz/fuzz-symbolize/symbolize_elf_fuzzer build-fuzz/fuzz-symbolize/corpus-elf \
 //       -max_total_time=600 -rss_limit_mb=4096
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -16,18 +15,12 @@
 #include <cstring>
 #include <string>
 
+#include "memfd_input.h"
 #include "symbolize/symbolize.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  // libdw wants a file; an anonymous memory file costs no disk.
-  int fd = memfd_create("symbolize-fuzz", MFD_CLOEXEC);
+  int fd = memfd_with(data, size);
   if (fd < 0) return 0;
-  size_t done = 0;
-  while (done < size) {
-    ssize_t n = write(fd, data + done, size - done);
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
   faultline::symbolize::SearchOptions options;
   options.system_debug_root = "/nonexistent";  // only the input itself
   options.use_debuginfod = false;

@@ -50,7 +50,7 @@ echo "== fuzzing (libFuzzer, short runs; doc/symbolize.md and doc/cli.md give th
 CC=clang-14 CXX=clang++-14 cmake -S "$top" -B "$top/build-fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DFAULTLINE_FUZZ=ON -DFAULTLINE_WERROR=ON
 cmake --build "$top/build-fuzz" -j"$jobs" --target symbolize_elf_fuzzer symbolize_report_fuzzer \
-  symbolize_fuzz_seed report_fuzz
+  symbolize_fuzz_seed report_fuzz crash_elf_fuzzer
 run_ctest "$top/build-fuzz" --output-on-failure -L fuzz --timeout 300
 mkdir -p "$top/build-fuzz/corpus-report"
 "$top/build-fuzz/fuzz/report_fuzz" -seed=1 -runs=20000 -timeout=10 \
