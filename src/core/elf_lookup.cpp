@@ -159,10 +159,7 @@ uintptr_t scan_symtabs(const ElfSource& src, const char* name, bool dynsym_asked
         if (syms[k].st_shndx == SHN_UNDEF) continue;
         // The name and its terminator: it must end exactly there.
         const char* at = names.at(syms[k].st_name, name_len + 1);
-        if (!at || at[name_len] != '\0') continue;
-        size_t j = 0;
-        while (j < name_len && at[j] == name[j]) ++j;
-        if (j == name_len) return syms[k].st_value;
+        if (at && at[name_len] == '\0' && str_eq(at, name)) return syms[k].st_value;
       }
     }
   }
