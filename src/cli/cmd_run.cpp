@@ -25,6 +25,7 @@
 #include "cli/commands.h"
 #include "cli/report_input.h"
 #include "cli/upload.h"
+#include "core/rt_signal.h"
 #include "report/render.h"
 
 extern char** environ;
@@ -48,7 +49,8 @@ int parse_signal(const std::string& text) {
     const char* abbrev = sigabbrev_np(s);
     if (abbrev && name == abbrev) return s;
   }
-  return 0;
+  // glibc names no real-time signal: SIGRTMIN+2, RTMAX-3 as kill -l has them.
+  return faultline::core::parse_rt_signal_name(text.c_str());
 }
 
 std::string signal_name(int sig) {
@@ -519,6 +521,14 @@ void add_run_command(CLI::App& app, int& status) {
   r->callback([run, &status] {
     if (!run->no_dump && parse_signal(run->dump_signal) == 0) {
       fmt::print(stderr, "faultline: unknown signal \"{}\"\n", run->dump_signal);
+      status = kExitUsage;
+      return;
+    }
+    if (!run->no_dump && parse_signal(run->dump_signal) >= faultline::core::kRtSignalMax) {
+      fmt::print(stderr,
+                 "faultline: --dump-signal {}: signal 64 (SIGRTMAX) cannot be used: the library "
+                 "takes signals 1 to 63\n",
+                 run->dump_signal);
       status = kExitUsage;
       return;
     }

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include "core/rt_signal.h"
 #include "core/str.h"
 
 namespace faultline::core {
@@ -148,7 +149,8 @@ int parse_signal(const char* s) {
     // Settings hold signals 1-63 (a bit each).
     if ((str_eq(s, sig.name) || str_eq(s, sig.name + 3)) && sig.number < 64) return sig.number;
   }
-  return 0;
+  int rt = parse_rt_signal_name(s);  // SIGRTMAX-3, RTMIN+2
+  return rt < 64 ? rt : 0;
 }
 
 bool signal_sent_by_process(int code) {

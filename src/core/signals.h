@@ -23,7 +23,8 @@ struct SignalCodeInfo {
 // nullptr when unknown.
 const SignalInfo* find_signal(int signo);
 const SignalCodeInfo* find_signal_code(int signo, int code);
-// Parses "SIGSEGV", "SEGV" or "11" into a signal number; 0 if unknown.
+// Parses "SIGSEGV", "SEGV", "11", "SIGRTMIN+2" or "RTMAX-3" into a signal
+// number; 0 if unknown or past 63 (settings hold signals 1-63).
 int parse_signal(const char* s);
 
 // The signals faultline handles by default.

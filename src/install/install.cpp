@@ -25,6 +25,7 @@
 #include "core/module_snapshot.h"
 #include "core/python.h"
 #include "core/raw_log.h"
+#include "core/rt_signal.h"
 #include "core/safe_read.h"
 #include "core/sigaction_real.h"
 #include "core/signals.h"
@@ -145,6 +146,16 @@ void env_bool(const char* var, int* out) {
   }
 }
 
+// Why parse_signal refused word: SIGRTMAX (64) is a signal, but past the
+// 63 a setting holds (a bit each).
+const char* unknown_signal_reason(const char* word) {
+  int64_t n = 0;
+  if ((parse_int(word, &n) && n == kRtSignalMax) || parse_rt_signal_name(word) == kRtSignalMax) {
+    return "signal 64 (SIGRTMAX) cannot be used: settings take signals 1 to 63";
+  }
+  return "unknown signal";
+}
+
 // One signal by name or number; "0" means none.
 void env_signal(const char* var, int* out) {
   const char* v = secure_getenv(var);
@@ -155,7 +166,7 @@ void env_signal(const char* var, int* out) {
   }
   int s = parse_signal(v);
   if (s == SIGKILL || s == SIGSTOP) return warn_bad(var, v, "this signal cannot be caught");
-  if (s <= 0) return warn_bad(var, v, "unknown signal");
+  if (s <= 0) return warn_bad(var, v, unknown_signal_reason(v));
   *out = s;
 }
 
@@ -180,7 +191,7 @@ void env_signals(const char* var, unsigned long long* out) {
         if (s == SIGKILL || s == SIGSTOP) {
           return warn_bad(var, v, "SIGKILL and SIGSTOP cannot be caught");
         }
-        if (s <= 0) return warn_bad(var, v, "unknown signal");
+        if (s <= 0) return warn_bad(var, v, unknown_signal_reason(word));
         mask |= 1ull << s;
         len = 0;
       }
@@ -201,7 +212,10 @@ void env_signals(const char* var, unsigned long long* out) {
 void resolve_signal_conflicts(faultline_options* opts, int default_dump) {
   const int default_thread = SIGRTMAX - 3;
   auto in_signals = [&](int s) { return s > 0 && s < 64 && ((opts->signals >> s) & 1); };
-  if (in_signals(opts->thread_signal) || opts->thread_signal == opts->dump_signal) {
+  // A thread signal of 0 is none (only the crashing thread's stack), as a
+  // dump signal of 0 is: two zeros do not collide.
+  if (in_signals(opts->thread_signal) ||
+      (opts->thread_signal > 0 && opts->thread_signal == opts->dump_signal)) {
     if (opts->thread_signal != default_thread) {
       warn_bad("FAULTLINE_THREAD_SIGNAL", secure_getenv("FAULTLINE_THREAD_SIGNAL"),
                in_signals(opts->thread_signal) ? "it is one of the fatal signals handled"

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include "core/rt_signal.h"
+
 using namespace faultline::core;
 
 TEST_CASE("every fatal signal has a name and description matching libc") {
@@ -39,6 +41,28 @@ TEST_CASE("signals parse by name, short name and number") {
   CHECK(parse_signal("SIGNOPE") == 0);
   CHECK(parse_signal("") == 0);
   CHECK(parse_signal("99") == 0);
+}
+
+TEST_CASE("real-time signals parse as kill -l and the README spell them") {
+  CHECK(parse_signal("SIGRTMAX-3") == 61);  // the thread signal's default
+  CHECK(parse_signal("RTMAX-3") == 61);
+  CHECK(parse_signal("SIGRTMIN") == 34);
+  CHECK(parse_signal("RTMIN+2") == 36);
+  CHECK(parse_signal("SIGRTMAX-30") == 34);
+  // SIGRTMAX itself is a signal, but past the 63 a setting holds.
+  CHECK(parse_signal("SIGRTMAX") == 0);
+  CHECK(parse_signal("RTMAX-0") == 0);
+  CHECK(parse_rt_signal_name("SIGRTMAX") == 64);
+  // Past the other end, the wrong direction, junk.
+  CHECK(parse_signal("SIGRTMAX-31") == 0);
+  CHECK(parse_signal("SIGRTMIN+31") == 0);
+  CHECK(parse_signal("SIGRTMIN-1") == 0);
+  CHECK(parse_signal("SIGRTMAX+1") == 0);
+  CHECK(parse_signal("SIGRTMIN+") == 0);
+  CHECK(parse_signal("SIGRTMIN+001") == 0);
+  CHECK(parse_signal("SIGRTMIN+2x") == 0);
+  CHECK(parse_signal("SIGRTMID") == 0);
+  CHECK(parse_signal("RT") == 0);
 }
 
 TEST_CASE("who sent it") {
