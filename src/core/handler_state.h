@@ -44,6 +44,7 @@ struct WatchdogState {
   std::atomic<WatchdogStage> stage{WatchdogStage::kArmed};
   std::atomic<bool> active{false};           // armed by a crash owner
   std::atomic<bool> phase_abandoned{false};  // the owner acted on the first expiry
+  std::atomic<bool> jumped{false};           // that jump not yet told from a fault's
   std::atomic<int> forwarding{0};            // threads forwarding the alarm to the owner
   std::atomic<pid_t> owner{0};               // the thread the alarm is for
   struct sigaction old_alarm {};             // the program's SIGALRM action

@@ -13,21 +13,25 @@ namespace {
 
 // Indexed by Phase.
 constexpr PhaseInfo kPhases[] = {
-    {"start", "start"},
-    {"modules", "modules: fault while reading the link map"},
-    {"unwind", "unwind: fault while unwinding (frames so far kept)"},
-    {"threads", "threads: fault while capturing other threads"},
-    {"threads", "threads: fault while collecting the other threads' stacks"},
-    {"symbols", "symbols: fault while reading symbol tables"},
-    {"classify", "classify: fault while classifying frames"},
-    {"python", "python: fault while walking the interpreter"},
-    {"annotations", "annotations: fault while copying annotations"},
-    {"callback", "callback: fault inside the user callback"},
-    {"minidump", "minidump: fault or timeout while writing the minidump; no minidump"},
-    {"diagnosis", "diagnosis: fault while diagnosing"},
-    {"writing the report", "writing the report"},
-    {"torchelastic error file", "torchelastic error file"},
-    {"stderr summary", "stderr summary"},
+    {"start", "start", "start"},
+    {"modules", "modules: fault while reading the link map", "modules: out of time (watchdog)"},
+    {"unwind", "unwind: fault while unwinding (frames so far kept)",
+     "unwind: out of time (watchdog; frames so far kept)"},
+    {"threads", "threads: fault while capturing other threads", "threads: out of time (watchdog)"},
+    {"threads", "threads: fault while collecting the other threads' stacks",
+     "threads: out of time (watchdog); the answers so far kept"},
+    {"symbols", "symbols: fault while reading symbol tables", "symbols: out of time (watchdog)"},
+    {"classify", "classify: fault while classifying frames", "classify: out of time (watchdog)"},
+    {"python", "python: fault while walking the interpreter", "python: out of time (watchdog)"},
+    {"annotations", "annotations: fault while copying annotations",
+     "annotations: out of time (watchdog)"},
+    {"callback", "callback: fault inside the user callback", "callback: out of time (watchdog)"},
+    {"minidump", "minidump: fault or timeout while writing the minidump; no minidump",
+     "minidump: out of time (watchdog); no minidump"},
+    {"diagnosis", "diagnosis: fault while diagnosing", "diagnosis: out of time (watchdog)"},
+    {"writing the report", "writing the report", "writing the report"},
+    {"torchelastic error file", "torchelastic error file", "torchelastic error file"},
+    {"stderr summary", "stderr summary", "stderr summary"},
 };
 static_assert(sizeof kPhases / sizeof kPhases[0] == static_cast<int>(Phase::kCount),
               "one entry per Phase");
@@ -55,8 +59,8 @@ void run_phase_fn(Phase p, Capture* c, void (*fn)(void*), void* arg) {
   uint64_t start = monotonic_ns();
   g_handler.phase.store(p, std::memory_order_release);
   if (watchdog_fired() && !phase_runs_late(p)) {
-    // Out of time: only the cheap phases still run.
-    c->errors.add(text);
+    // Out of time: only the cheap phases still run. Said so: not a fault.
+    c->errors.add(phase_info(p).timeout);
     note_watchdog(c);
   } else if (ThreadState* ts = thread_state(); !ts) {
     fn(arg);  // every entry taken by a live thread: no recovery point
@@ -67,8 +71,14 @@ void run_phase_fn(Phase p, Capture* c, void (*fn)(void*), void* arg) {
   } else {
     ts->recover_armed = 0;
     safe_read_end_reads();  // a pipe read the jump abandoned
-    c->errors.add(text);    // the phase's text says what was lost
-    if (watchdog_fired()) note_watchdog(c);
+    // The phase's text says what was lost; the watchdog's jump is no fault.
+    if (watchdog_took_phase()) {
+      c->errors.add(phase_info(p).timeout);
+      note_watchdog(c);
+    } else {
+      c->errors.add(text);
+      if (watchdog_fired()) note_watchdog(c);
+    }
   }
   // A phase run in two parts (the threads: asked, then collected) is one
   // entry under its name, its parts' times added.

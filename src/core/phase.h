@@ -35,17 +35,24 @@ enum class Phase : uint8_t {
 
 // Text, not pointers: no relocation of the table at load.
 struct PhaseInfo {
-  char id[24];    // "unwind": the key in the report's phases_ns and in messages
-  char text[72];  // "unwind: fault while unwinding ...": what a fault inside it means
+  char id[24];       // "unwind": the key in the report's phases_ns and in messages
+  char text[72];     // "unwind: fault while unwinding ...": what a fault inside it means
+  char timeout[64];  // "python: out of time (watchdog)": cut short or skipped by the watchdog
 };
 
 const PhaseInfo& phase_info(Phase p);
 
 // Still worth running once the watchdog's first stage has passed: cheap,
 // and they make the report say what happened (collecting the threads'
-// answers does not wait then: it keeps what came and notes the rest).
+// answers does not wait then: it keeps what came and notes the rest). The
+// symbols and the frames' labels too: a report whose frames are bare
+// addresses helps nobody, and they take a millisecond where the phase that
+// hung (an unwind, a thread that would not answer, the Python walk) is not
+// run again. Reading symbol tables is file I/O like the report's own
+// write, under the same second stage.
 constexpr bool phase_runs_late(Phase p) {
-  return p == Phase::kAnnotations || p == Phase::kDiagnosis || p == Phase::kThreadsCollect;
+  return p == Phase::kAnnotations || p == Phase::kDiagnosis || p == Phase::kThreadsCollect ||
+         p == Phase::kSymbols || p == Phase::kClassify;
 }
 
 struct Capture;

@@ -683,7 +683,10 @@ int collect_other_threads(ThreadCapture* threads, int timeout_ms, const ModuleTa
       unwind_from_context(r.uc, modules, r.slot, r.max_frames, &local);
     } else {
       safe_read_end_reads();  // a pipe read the jump abandoned
-      local.add("unwind: fault while unwinding this thread (frames so far kept)");
+      local.add(
+          watchdog_took_phase()
+              ? "unwind: out of time (watchdog) while unwinding this thread (frames so far kept)"
+              : "unwind: fault while unwinding this thread (frames so far kept)");
     }
     if (ts) {
       __builtin_memcpy(&ts->recover, &outer, sizeof outer);

@@ -74,6 +74,7 @@ void watchdog_expired(int, siginfo_t* info, void*) {
     ThreadState* ts = thread_state_find();
     if (!wd().phase_abandoned.load(std::memory_order_acquire) && ts && ts->recover_armed) {
       wd().phase_abandoned.store(true, std::memory_order_release);
+      wd().jumped.store(true, std::memory_order_release);
       raw_log("faultline: watchdog: capture phase \"", phase,
               "\" took too long; writing the report without the rest of it\n");
       ts->recover_armed = 0;
@@ -138,6 +139,7 @@ void arm_watchdog(int seconds) {
   wd().stage.store(WatchdogStage::kArmed, std::memory_order_release);
   wd().active.store(true, std::memory_order_release);
   wd().phase_abandoned.store(false, std::memory_order_release);
+  wd().jumped.store(false, std::memory_order_release);
   wd().program_timer = {};
   syscall(SYS_getitimer, ITIMER_REAL, &wd().program_timer);
   wd().armed_ns = monotonic_ns();
@@ -169,10 +171,15 @@ void disarm_watchdog(int seconds) {
   // every phase.
   wd().stage.store(WatchdogStage::kArmed, std::memory_order_release);
   wd().phase_abandoned.store(false, std::memory_order_release);
+  wd().jumped.store(false, std::memory_order_release);
 }
 
 bool watchdog_fired() {
   return wd().stage.load(std::memory_order_acquire) != WatchdogStage::kArmed;
+}
+
+bool watchdog_took_phase() {
+  return wd().jumped.exchange(false, std::memory_order_acq_rel);
 }
 
 }  // namespace faultline::core

@@ -1,7 +1,8 @@
 // The watchdog, in two stages, on a process-directed alarm (the owner may
 // be blocking every signal: libunwind does around the loader's lock).
 //  - First expiry: the owner abandons the capture phase that hangs and goes
-//    on to write the report, skipping the remaining slow phases. If the
+//    on to write the report, skipping the remaining slow phases (the cheap
+//    ones still run: phase_runs_late). If the
 //    alarm lands on another thread, that thread forwards it to the owner.
 //  - Second expiry, FAULTLINE_WATCHDOG + 2 s: if the owner never reached
 //    the report (stuck with signals blocked), another thread writes it from
@@ -21,5 +22,9 @@ void disarm_watchdog(int seconds);
 
 // True once the watchdog's first stage has passed.
 bool watchdog_fired();
+
+// True once, at the recovery point the first stage jumped to: that jump
+// was the watchdog's, not a fault's.
+bool watchdog_took_phase();
 
 }  // namespace faultline::core

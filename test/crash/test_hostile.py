@@ -420,6 +420,28 @@ def test_watchdog_cuts_a_hung_phase_short_and_still_reports():
     assert "faultline: watchdog:" in r.stderr
 
 
+def test_watchdog_cuts_the_wait_for_a_thread_that_never_answers():
+    # A thread timeout past the watchdog's: the first stage jumps out of the
+    # wait for the thread that blocks every signal, and the answers so far
+    # are kept. The frames are still named and classified after it (they
+    # were skipped: bare addresses, and a crash signature of its own), and
+    # the cut is said to be the watchdog's, not a fault's.
+    r = fltest.run([THREADS, "blocked"],
+                   env={"FAULTLINE_WATCHDOG": "1", "FAULTLINE_THREAD_TIMEOUT_MS": "60000"},
+                   timeout=40)
+    assert r.returncode == -signal.SIGSEGV
+    assert 'capture phase "threads" took too long' in r.stderr, r.stderr
+    rep = fltest.validate(r.report)
+    errors = rep["faultline"]["errors"]
+    assert "threads: out of time (watchdog); the answers so far kept" in errors, errors
+    assert not any("fault while" in e for e in errors), errors
+    [t] = others(rep)
+    assert not t["captured"] and "did not answer" in t["note"]
+    [crashed] = [t for t in rep["threads"] if t.get("crashed")]
+    assert fltest.native_symbols(crashed)[0] == "crash_now"
+    assert rep["diagnosis"]["summary"].endswith("in threads!crash_now"), rep["diagnosis"]
+
+
 def test_cfi_unwinder_does_not_wait_for_the_loaders_lock():
     # The same program: another thread holds the loader's lock forever. The
     # CFI unwinder takes no lock, so no phase hangs and every stack is there.
