@@ -626,6 +626,20 @@ def test_program_handler_that_chains_back_to_faultline_does_not_loop(tmp_path):
     crash_after_a_live_dump(["/usr/bin/python3", str(job), str(signo)], tmp_path, "alive")
 
 
+def test_more_threads_in_the_programs_handler_at_once_than_faultline_tracks(tmp_path):
+    # Faultline hands the program's own uses of the thread-dump signal on to
+    # its handler, guarding each thread against a handler that hands it back
+    # in a loop with one of 256 slots. With every slot taken, the rest must
+    # still reach the program's handler (unguarded), not be dropped: here
+    # 300 threads are inside it at once, each waiting for all the others.
+    signo = signal.SIGRTMAX - 3
+    r = fltest.run([fltest.program("sigcrowd"), str(signo), "300"], env={"FAULTLINE_DUMP": "1"},
+                   report_dir=str(tmp_path), timeout=120)
+    assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
+    assert "inside 300 done 300" in r.stdout
+    assert [rep["kind"] for rep in r.reports] == ["dump"]
+
+
 def test_program_handler_that_jumps_out_keeps_getting_its_signal(tmp_path):
     # The program's handler of the thread-dump signal leaves by siglongjmp,
     # so faultline's hand-on never returns: the next call from the same
