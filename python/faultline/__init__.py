@@ -30,7 +30,9 @@ a crash report shows what torch.compile was doing just before the crash.
 FAULTLINE_TORCH_HOOKS=0 turns that off.
 """
 import ctypes
+import errno
 import os
+import stat
 import sys
 
 from . import _native
@@ -275,6 +277,40 @@ def _hooks():
         _torch.install(sys.modules[__name__])
 
 
+def _report_dir_argument(report_dir):
+    """enable()'s report_dir as the library takes it (absolute, bytes); a
+    directory that is not there raises, as open() would (the library would
+    only warn and send reports to stderr)."""
+    path = os.fsencode(os.path.abspath(os.fspath(report_dir)))
+    if b"\0" in path:
+        raise ValueError("report_dir: embedded null byte")
+    try:
+        st = os.stat(path)
+    except OSError as e:  # FileNotFoundError, PermissionError: named as given
+        raise type(e)(e.errno, e.strerror, report_dir) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), report_dir)
+    return path
+
+
+def _signal_mask(signals):
+    """enable()'s signals as the library's bit mask: numbers,
+    signal.Signals members or names, at least one."""
+    if isinstance(signals, (str, bytes, int)):
+        raise TypeError("signals: an iterable of signals, such as [signal.SIGSEGV, 'SIGBUS']")
+    mask = 0
+    for s in signals:
+        n = _native.signal_number(s)
+        if not 0 < n < 64:
+            raise ValueError(f"signal number {n} out of range (1 to 63)")
+        if n in (_SIGKILL, _SIGSTOP):
+            raise ValueError(f"signal {n} cannot be caught")
+        mask |= 1 << n
+    if not mask:
+        raise ValueError("signals: none given (disable() turns faultline's handlers off)")
+    return mask
+
+
 def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signals=None, minidump=None):
     """Like faulthandler.enable(): on SIGSEGV, SIGFPE, SIGABRT, SIGBUS, SIGILL
     (and SIGTRAP) write a faultline report of every thread and
@@ -284,27 +320,27 @@ def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signal
     all_threads=False captures only the crashing thread's native stack (the
     others are listed with their Python frames). c_stack is accepted for faulthandler's sake: native
     frames are always captured. report_dir: where reports go (default
-    FAULTLINE_DIR, else the current directory). signals: an iterable of
-    signals instead of the default set. minidump: True or False to write
+    FAULTLINE_DIR, else the current directory; one that is not a directory
+    raises FileNotFoundError or NotADirectoryError). signals: an iterable
+    of signals (numbers, signal.Signals members or names such as
+    'SIGSEGV') instead of the default set. A bad argument raises before
+    anything is installed. minidump: True or False to write
     a minidump beside each crash report or not (default FAULTLINE_MINIDUMP,
     else the library's default). Loads libfaultline.so if the process
     does not have it yet; raises RuntimeError when it cannot be loaded."""
     global _report_dir
     fd = _text_fd(file)
+    # The arguments first: a bad one changes nothing.
+    directory = _report_dir_argument(report_dir) if report_dir is not None else None
+    mask = _signal_mask(signals) if signals is not None else None
     _require_lib()
     opts = _current_options()
     opts.write_stderr = 1
     opts.max_threads = _env_max_threads if all_threads else 1
-    if report_dir is not None:
-        _report_dir = os.fsencode(os.path.abspath(os.fspath(report_dir)))
+    if directory is not None:
+        _report_dir = directory
         opts.report_dir = _report_dir
-    if signals is not None:
-        mask = 0
-        for s in signals:
-            n = _native.signal_number(s)
-            if not 0 < n < 64:
-                raise ValueError(f"signal number {n} out of range")
-            mask |= 1 << n
+    if mask is not None:
         opts.signals = mask
     if minidump is not None:
         opts.minidump = 1 if minidump else 0

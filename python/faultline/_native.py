@@ -177,5 +177,17 @@ class Timer:
 
 
 def signal_number(signum):
-    """An int from a signal number or a signal.Signals member (an IntEnum)."""
+    """An int from a signal number, a signal.Signals member (an IntEnum) or a
+    name ("SIGSEGV" or "SEGV"). ValueError for an unknown name, TypeError
+    for anything else."""
+    if isinstance(signum, str):
+        import signal
+        name = signum if signum.startswith("SIG") else "SIG" + signum
+        member = signal.Signals.__members__.get(name)
+        if member is None:
+            raise ValueError(f"unknown signal {signum!r}")
+        return int(member)
+    if isinstance(signum, bool) or not isinstance(signum, int):
+        raise TypeError(f"a signal is a number, a signal.Signals member or a name such as "
+                        f"'SIGSEGV', not {type(signum).__name__}")
     return int(signum)

@@ -139,6 +139,61 @@ def test_enable_report_dir_and_all_threads_false(tmp_path):
     assert [f for f in other["frames"] if f["kind"] == "native"] == []
 
 
+BAD_ENABLE = """
+    import faultline, signal
+    def attempt(**kw):
+        try:
+            faultline.enable(**kw)
+        except Exception as e:
+            print(type(e).__name__, e, "| enabled:", faultline.is_enabled(), flush=True)
+        else:
+            print("accepted", kw, flush=True)
+    attempt(report_dir={missing!r})
+    attempt(report_dir={a_file!r})
+    attempt(report_dir={missing!r} + "\\0x")
+    attempt(signals=["NOPE"])
+    attempt(signals=[])
+    attempt(signals="SEGV")
+    attempt(signals=[signal.SIGKILL])
+    attempt(signals=[1.5])
+    attempt(signals=[64])
+    faultline.enable(signals=["SEGV", "SIGBUS", signal.SIGABRT, 8], report_dir={here!r})
+    print("enabled", faultline.is_enabled(), flush=True)
+    import ctypes
+    ctypes.string_at(0)
+"""
+
+
+def test_enable_refuses_bad_arguments_before_it_changes_anything(tmp_path):
+    # A directory that is not there was taken (reports went to stderr with a
+    # warning), a path with a NUL byte was cut at it, a signal name was
+    # "invalid literal for int()", and signals=[] handled no signal at all.
+    here = tmp_path / "here"
+    here.mkdir()
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    r = run_py(BAD_ENABLE.format(missing=str(tmp_path / "missing"), a_file=str(a_file),
+                                 here=str(here)), tmp_path)
+    lines = r.stdout.splitlines()
+    assert lines == [
+        f"FileNotFoundError [Errno 2] No such file or directory: {str(tmp_path / 'missing')!r}"
+        " | enabled: False",
+        f"NotADirectoryError [Errno 20] Not a directory: {str(a_file)!r} | enabled: False",
+        "ValueError report_dir: embedded null byte | enabled: False",
+        "ValueError unknown signal 'NOPE' | enabled: False",
+        "ValueError signals: none given (disable() turns faultline's handlers off) | enabled: False",
+        "TypeError signals: an iterable of signals, such as [signal.SIGSEGV, 'SIGBUS'] | enabled: False",
+        "ValueError signal 9 cannot be caught | enabled: False",
+        "TypeError a signal is a number, a signal.Signals member or a name such as 'SIGSEGV', not "
+        "float | enabled: False",
+        "ValueError signal number 64 out of range (1 to 63) | enabled: False",
+        "enabled True",
+    ], r.stdout + r.stderr
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    (path,) = here.glob("faultline-*.json")
+    assert fltest.validate(json.loads(path.read_text()))["signal"]["name"] == "SIGSEGV"
+
+
 @pytest.mark.parametrize("minidump", [True, False])
 def test_enable_minidump(tmp_path, minidump):
     r = crash(tmp_path, preload=True, setup=f"faultline.enable(minidump={minidump!r})")
