@@ -1,5 +1,6 @@
 // faultline run -- CMD...: runs a command with libfaultline.so preloaded.
 // faultline dump PID: asks a running process for a live report of all threads.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -56,6 +58,49 @@ int parse_signal(const std::string& text) {
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return abbrev ? std::string("SIG") + abbrev : fmt::format("signal {}", sig);
+}
+
+// FAULTLINE_SIGNALS as the library reads it ("SEGV,BUS 7"): empty when
+// every signal is one it can take (1-63, not SIGKILL or SIGSTOP), else why
+// not. Checked here so that `run` stops with the reason instead of the
+// library warning at start and handling its default set.
+std::string bad_signal_list(const std::string& list) {
+  std::string word;
+  int count = 0;
+  for (size_t i = 0; i <= list.size(); ++i) {
+    char c = i < list.size() ? list[i] : ',';
+    if (c != ',' && c != ' ') {
+      word += c;
+      continue;
+    }
+    if (word.empty()) continue;
+    int s = parse_signal(word);
+    if (s == 0) return fmt::format("unknown signal \"{}\"", word);
+    if (s == SIGKILL || s == SIGSTOP) return fmt::format("{} cannot be caught", word);
+    if (s >= faultline::core::kRtSignalMax) {
+      return fmt::format("{}: signal 64 (SIGRTMAX) cannot be used: the library takes 1 to 63",
+                         word);
+    }
+    ++count;
+    word.clear();
+  }
+  return count ? std::string() : "no signal named";
+}
+
+// Empty when path is a faultline library this program can load, else why
+// not: the loader would refuse a file that is not a shared library for this
+// machine with a message and run the command without faultline, and
+// another library (--lib libz.so) would load and do nothing. Its
+// constructor installs nothing here: it is not preloaded.
+std::string not_a_faultline_library(const std::string& path) {
+  void* h = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (!h) {
+    const char* err = dlerror();
+    return err ? err : "cannot be loaded";
+  }
+  bool ours = dlsym(h, "faultline_install") != nullptr;
+  dlclose(h);
+  return ours ? std::string() : "not libfaultline.so (it has no faultline_install)";
 }
 
 std::string self_exe_dir() {
@@ -196,11 +241,18 @@ int run_command(const RunArgs& a) {
     fmt::print(stderr, "faultline: {}: {}\n", lib, std::strerror(errno));
     return kExitFailed;
   }
+  if (std::string why = not_a_faultline_library(lib); !why.empty()) {
+    fmt::print(stderr, "faultline: --lib {}: {}; the command would run without faultline\n",
+               report::escape_controls(lib), report::escape_controls(why));
+    return kExitFailed;
+  }
   const char* env_dir = std::getenv("FAULTLINE_DIR");
   std::string dir = absolute_dir(!a.dir.empty() ? a.dir : env_dir ? env_dir : ".");
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    fmt::print(stderr, "faultline: report directory {} does not exist\n", dir);
+    bool exists = fs::exists(dir, ec);
+    fmt::print(stderr, "faultline: report directory {} {}\n", report::escape_controls(dir),
+               exists ? "is not a directory" : "does not exist");
     return kExitFailed;
   }
 
@@ -524,6 +576,11 @@ void add_run_command(CLI::App& app, int& status) {
       status = kExitUsage;
       return;
     }
+    if (std::string why = bad_signal_list(run->signals); !run->signals.empty() && !why.empty()) {
+      fmt::print(stderr, "faultline: --signals {}: {}\n", run->signals, why);
+      status = kExitUsage;
+      return;
+    }
     if (!run->no_dump && parse_signal(run->dump_signal) >= faultline::core::kRtSignalMax) {
       fmt::print(stderr,
                  "faultline: --dump-signal {}: signal 64 (SIGRTMAX) cannot be used: the library "
@@ -560,7 +617,15 @@ void add_run_command(CLI::App& app, int& status) {
   d->add_option("-s,--signal", dump->signal, "the dump signal the process listens to")
       ->capture_default_str();
   d->add_option("-t,--timeout", dump->timeout, "seconds to wait for the report")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            char* end = nullptr;
+            double t = std::strtod(v.c_str(), &end);
+            bool ok =
+                end && *end == '\0' && end != v.c_str() && std::isfinite(t) && t > 0 && t <= 86400;
+            return ok ? std::string() : "seconds, more than 0 (at most a day)";
+          },
+          "SECONDS", "seconds"))
       ->capture_default_str();
   d->add_option("-d,--dir", dump->dir,
                 "where the process writes reports (default: its FAULTLINE_DIR, else its working "

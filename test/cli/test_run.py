@@ -229,3 +229,55 @@ def test_run_refuses_dump_signal_64(tmp_path, name):
     r = run("run", "--dir", str(tmp_path), "--dump-signal", name, "--", PY, "-c", "pass")
     assert r.returncode == 2
     assert "signal 64 (SIGRTMAX) cannot be used" in r.stderr
+
+
+@pytest.mark.parametrize("signals,why", [
+    ("NOPE", 'unknown signal "NOPE"'),
+    ("SEGV,KILL", "KILL cannot be caught"),
+    (",", "no signal named"),
+    ("SEGV,64", "signal 64 (SIGRTMAX) cannot be used"),
+])
+def test_run_refuses_bad_signals(tmp_path, signals, why):
+    # They were passed on: the library warned at start and handled its
+    # default set, and the command ran.
+    marker = tmp_path / "ran"
+    r = run("run", "--dir", str(tmp_path), "--signals", signals, "--", "touch", str(marker))
+    assert r.returncode == 2 and why in r.stderr, r.stderr
+    assert not marker.exists()
+
+
+def test_run_takes_signals_by_name_and_number(tmp_path):
+    r = run("run", "--dir", str(tmp_path), "--signals", "SEGV BUS,SIGABRT 8", "--", PY, "-c",
+            "import os; print(os.environ['FAULTLINE_SIGNALS'])")
+    assert r.returncode == 0 and r.stdout.strip() == "SEGV BUS,SIGABRT 8", r.stderr
+    assert "ignoring" not in r.stderr
+
+
+@pytest.mark.parametrize("kind", ["text", "executable", "other library"])
+def test_run_refuses_a_lib_that_is_not_faultline(tmp_path, kind):
+    # The loader refused it with a message of its own (or loaded another
+    # library that does nothing), and the command ran without faultline.
+    lib = {"text": "/etc/hostname", "executable": "/bin/true",
+           "other library": next(p for p in ("/lib/x86_64-linux-gnu/libz.so.1",
+                                             "/usr/lib/x86_64-linux-gnu/libz.so.1")
+                                 if os.path.exists(p))}[kind]
+    marker = tmp_path / "ran"
+    r = run("run", "--dir", str(tmp_path), "--lib", lib, "--", "touch", str(marker))
+    assert r.returncode == 1, r.stderr
+    assert f"faultline: --lib {lib}: " in r.stderr
+    assert "the command would run without faultline" in r.stderr
+    assert not marker.exists()
+
+
+def test_run_says_a_report_dir_that_is_a_file_is_not_a_directory(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("")
+    r = run("run", "--dir", str(f), "--", "true")
+    assert r.returncode == 1 and f"report directory {f} is not a directory" in r.stderr
+
+
+@pytest.mark.parametrize("timeout", ["-5", "0", "nan", "inf", "1e400", "5s"])
+def test_dump_refuses_a_timeout_that_is_not_seconds(timeout):
+    r = run("dump", "--timeout", timeout, "1")
+    assert r.returncode == 2
+    assert "--timeout: seconds, more than 0" in r.stderr, r.stderr
