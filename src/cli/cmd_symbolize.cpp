@@ -11,11 +11,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "report/render.h"
 #include "report/report.h"
 #include "symbolize/report_symbolizer.h"
 #include "symbolize/symbolize.h"
@@ -220,6 +222,14 @@ int symbolize_addresses(const SymbolizeOptions& o, const sym::SearchOptions& sea
 int run_symbolize(const SymbolizeOptions& o) {
   sym::SearchOptions search;
   search.debug_dirs = o.debug_dirs;
+  // A list of usual places may name one this machine lacks: looked past,
+  // but said, so a mistyped one does not find nothing in silence.
+  for (const std::string& d : o.debug_dirs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(d, ec)) {
+      error("--debug-dir " + report::escape_controls(d) + ": not a directory; looked past");
+    }
+  }
   if (!o.module.empty()) {
     if (o.in_place || !o.output.empty()) {
       error("-o and --in-place apply to reports, not to --module");

@@ -110,6 +110,11 @@ def test_debug_dir_with_a_build_id_tree(program, addresses, tmp_path):
                     "--debug-dir", str(tmp_path / "symbols"))
     assert out["modules"][0]["debug_source"] == "debug-dir"
     assert_lines_match_llvm(out["threads"][0]["frames"], addrs, oracle)
+    # The missing one is looked past, and said (a mistyped directory found
+    # nothing in silence).
+    p = symtools.run_cli("symbolize", str(report), "--debug-dir", str(tmp_path / "nowhere"))
+    assert p.returncode == 0
+    assert f"--debug-dir {tmp_path / 'nowhere'}: not a directory; looked past" in p.stderr
 
 
 def test_libc_gets_lines_from_the_build_id_directory(tmp_path):
