@@ -63,6 +63,7 @@ struct Config {
   bool keep_secrets{};     // FAULTLINE_SCRUB=0: argv not filtered for secrets
   char scrub_keys[512]{};  // FAULTLINE_SCRUB_KEYS: more sensitive words, comma-separated
   int argv_len{};
+  bool argv_truncated{};  // argv did not fit: the report says so (process.argv_truncated)
   int64_t start_sec{}, start_nsec{};
   char argv[8192]{};  // NUL-separated
   char dir[4096]{};   // absolute report directory (for messages)

@@ -55,6 +55,7 @@ void write_process(JsonWriter& w, const Capture& c, const Config& cfg) {
     off += static_cast<int>(n) + 1;
   }
   w.end_array();
+  if (cfg.argv_truncated) w.field_bool("argv_truncated", true);
   static char cwd[4096];
   long n = syscall(SYS_getcwd, cwd, sizeof cwd);
   if (n > 0) {

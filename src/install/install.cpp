@@ -291,6 +291,10 @@ void read_cmdline(Config* cfg) {
   int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
   ssize_t n = read(fd, cfg->argv, sizeof cfg->argv - 1);
+  // A full buffer with more to come: cut (the last argument may be cut
+  // inside too); the report says so.
+  char more;
+  cfg->argv_truncated = n == static_cast<ssize_t>(sizeof cfg->argv - 1) && read(fd, &more, 1) > 0;
   close(fd);
   if (n > 0) {
     cfg->argv_len = static_cast<int>(n);
@@ -771,7 +775,10 @@ __attribute__((constructor)) void faultline_preload_init(int argc, char** argv, 
   int len = 0;
   for (int i = 0; argv && i < argc; ++i) {
     size_t n = str_len(argv[i]);
-    if (len + static_cast<int>(n) + 1 > static_cast<int>(sizeof cfg->argv)) break;
+    if (len + static_cast<int>(n) + 1 > static_cast<int>(sizeof cfg->argv)) {
+      cfg->argv_truncated = true;  // the arguments that fit, whole; the report says the rest
+      break;
+    }
     memcpy(cfg->argv + len, argv[i], n + 1);
     len += static_cast<int>(n) + 1;
   }

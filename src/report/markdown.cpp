@@ -177,7 +177,8 @@ std::string render(const Report& r, const Limits& lim, Cut& cut) {
   row("OS", escape(unknown(os)));
   row("CPU", escape(unknown(cpu)));
   row("Executable", r.process.executable.empty() ? "unknown" : code(r.process.executable));
-  row("Command", command.empty() ? "unknown" : code(command));
+  row("Command", (command.empty() ? std::string("unknown") : code(command)) +
+                     (r.process.argv_truncated ? " (command line cut at 8 KiB)" : ""));
   row("Host", escape(unknown(r.process.hostname)));
   row("Time", escape(unknown(r.timestamp)));
   row("faultline", escape(unknown(r.faultline_version)));

@@ -309,6 +309,7 @@ std::string render_text(const Report& r, const TextOptions& options) {
   std::string process = or_unknown(r.process.pid);
   if (!r.process.hostname.empty()) process += " on " + r.process.hostname;
   if (!r.process.argv.empty()) process += ": " + shell_join(r.process.argv);
+  if (r.process.argv_truncated) process += " ... (command line cut at 8 KiB)";
   field("Process", process);
   field("Executable", or_unknown(r.process.executable));
   if (!r.process.cwd.empty()) field("Directory", r.process.cwd);

@@ -342,6 +342,8 @@ Report parse_report(const std::string& text, const std::string& path) {
       if (a.is_string()) r.process.argv.push_back(a.get<std::string>());
     }
   }
+  const json& cut = member(p, "argv_truncated");
+  r.process.argv_truncated = cut.is_boolean() && cut.get<bool>();
 
   const json& py = member(j, "python");
   if (py.is_object()) r.python = Python{str(py, "version"), str(py, "implementation")};

@@ -112,6 +112,7 @@ struct Process {
   std::optional<int64_t> pid;
   std::string executable;
   std::vector<std::string> argv;
+  bool argv_truncated = false;  // the command line did not fit (8 KiB): more came after
   std::string cwd;
   std::string hostname;
   std::string start_time;

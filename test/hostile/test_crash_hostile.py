@@ -443,6 +443,46 @@ def test_secrets_in_argv_are_filtered_in_the_report_and_the_stderr_copy(tmp_path
     assert "hunter2" not in err and "sk-live-123" not in err and "pw0rd" not in err
 
 
+LONG_ARGS = [f"{i:03d}" + "x" * 96 for i in range(200)]  # 20,000 bytes, past the 8 KiB kept
+
+
+@pytest.mark.parametrize("how", ["preloaded", "enabled"])
+def test_a_command_line_too_long_to_keep_is_said_to_be_cut(tmp_path, how):
+    # The arguments that fit were kept and the rest dropped in silence: a
+    # reader took the report's argv for the whole command line. Preloaded,
+    # argv comes whole from the constructor; enabled from Python, from
+    # /proc/self/cmdline (the last argument may be cut inside).
+    code = "import ctypes; ctypes.string_at(0)"
+    env = clean_env(FAULTLINE_DIR=str(tmp_path), FAULTLINE_STDERR="0")
+    if how == "preloaded":
+        env["LD_PRELOAD"] = LIB
+    else:
+        env["PYTHONPATH"] = os.path.join(fltest.SOURCE, "python")
+        env["FAULTLINE_LIB"] = LIB
+        code = "import faultline; faultline.enable(); " + code
+    p = subprocess.run([PY, "-c", code, *LONG_ARGS], env=env, capture_output=True, timeout=60)
+    assert p.returncode == -signal.SIGSEGV, p.stderr
+    [path] = reports(tmp_path)
+    with open(path) as f:
+        proc = json.load(f)["process"]
+    assert proc["argv_truncated"] is True
+    kept = proc["argv"][3:]
+    assert proc["argv"][:3] == [PY, "-c", code]
+    assert 60 < len(kept) < 90 and sum(len(a) + 1 for a in proc["argv"]) <= 8192
+    whole = kept if how == "preloaded" else kept[:-1]
+    assert whole == LONG_ARGS[:len(whole)]
+    assert LONG_ARGS[len(kept) - 1].startswith(kept[-1])
+    shown = fltest.cli("show", path)
+    assert "(command line cut at 8 KiB)" in shown.stdout, shown.stdout[:2000]
+
+
+def test_a_command_line_that_fits_is_not_said_to_be_cut(tmp_path):
+    crash_with_args(tmp_path, {"FAULTLINE_SCRUB": "0"})
+    with open(reports(tmp_path)[0]) as f:
+        proc = json.load(f)["process"]
+    assert "argv_truncated" not in proc and proc["argv"][-7:] == SECRET_ARGS
+
+
 def test_scrubbing_can_be_turned_off(tmp_path):
     crash_with_args(tmp_path, {"FAULTLINE_SCRUB": "0"})
     with open(reports(tmp_path)[0]) as f:
