@@ -336,6 +336,34 @@ __attribute__((noinline)) void open_report_dir(Config* cfg, const char* dir) {
 
 bool g_argv_from_constructor = false;
 
+// The crash arena: the size asked for, else, where an address-space limit
+// (ulimit -v, a batch system's memory limit as RLIMIT_AS) refuses it, the
+// largest half of it down to 1 MiB: a capture in a small arena loses what
+// does not fit and says so, one without an arena is no report at all. Either
+// way said on stderr at start: the preload ignores what install returns, so
+// a refused arena was crash reports off without a word.
+bool init_arena(size_t want) {
+  int err = 0;
+  for (size_t bytes = want; bytes >= (size_t{1} << 20); bytes /= 2) {
+    if (g_crash.arena.init(bytes)) {
+      if (bytes != want) {
+        char msg[160];
+        StrBuf m(msg, sizeof msg);
+        m.add("faultline: the crash arena of ").add_dec(static_cast<int64_t>(want >> 20));
+        m.add(" MiB could not be mapped (").add(strerrorname_np(err) ? strerrorname_np(err) : "?");
+        m.add(", ulimit -v?); using ").add_dec(static_cast<int64_t>(bytes >> 20)).add(" MiB\n");
+        raw_log(msg);
+      }
+      return true;
+    }
+    err = errno;
+  }
+  raw_log("faultline: no crash arena could be mapped (",
+          strerrorname_np(err) ? strerrorname_np(err) : "?",
+          ", ulimit -v?): crash reports are off\n");
+  return false;
+}
+
 }  // namespace
 }  // namespace faultline::core
 
@@ -439,7 +467,7 @@ int faultline_install(const faultline_options* caller) {
   // A second install (enable() after the preload, the C API twice) keeps the
   // arena it finds: a crash or a live dump on another thread may be writing
   // into it right now, so it is never unmapped or mapped again.
-  if (g_crash.arena.capacity() == 0 && !g_crash.arena.init(opts->arena_bytes)) return -ENOMEM;
+  if (g_crash.arena.capacity() == 0 && !init_arena(opts->arena_bytes)) return -ENOMEM;
   modules_init();
   // The unwinder is not an option of the C API: a deployment switch. Only
   // the choices that use libunwind load it.

@@ -90,6 +90,29 @@ def test_file_size_limit_gives_efbig_and_the_stderr_copy_not_sigxfsz(tmp_path):
     assert os.listdir(tmp_path) == []  # no report, no .tmp left behind
 
 
+# --- an address-space limit ----------------------------------------------------------------
+
+def test_address_space_limit_gets_a_smaller_arena_not_no_report(tmp_path):
+    # ulimit -v (a batch system's memory limit as RLIMIT_AS) refused the
+    # crash arena's mapping, the preload ignored the failed install, and the
+    # crash left no report and no word at start. Now a smaller arena, said.
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (24 << 20, 24 << 20))
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path), FAULTLINE_ARENA_MB="64")
+    p = subprocess.run([CRASHER, "null-read"], env=env, capture_output=True, timeout=60,
+                       preexec_fn=limit)
+    err = p.stderr.decode(errors="replace")
+    assert p.returncode == -signal.SIGSEGV, (p.returncode, err)
+    m = re.search(r"faultline: the crash arena of 64 MiB could not be mapped \(ENOMEM, ulimit -v\?\); "
+                  r"using (\d+) MiB", err)
+    assert m and 1 <= int(m.group(1)) <= 16, err
+    [path] = reports(tmp_path)
+    with open(path) as f:
+        rep = fltest.validate(json.load(f))
+    assert fltest.native_symbols(rep["threads"][0])[:2] == ["null_read", "level3"]
+    assert rep["faultline"]["errors"] == []
+
+
 # --- a daemon whose fd 2 is its database -----------------------------------------------
 
 DAEMON = textwrap.dedent("""
