@@ -149,6 +149,10 @@ def _bytes(text, limit):
     if not isinstance(text, (bytes, bytearray)):
         text = str(text).encode("utf-8", "replace")
     text = bytes(text)
+    if b"\0" in text:
+        # The library takes C strings: "a\0b" would be the key "a", over
+        # another one's value. As os.environ and open() do.
+        raise ValueError("embedded null byte")
     if len(text) <= limit:
         return text
     # Cut at a character boundary.
@@ -159,7 +163,7 @@ def _bytes(text, limit):
 def annotate(key, value):
     """Sets a process-wide crash key (value None removes it). Returns 0, or a
     negative errno (-ENOSPC: 64 keys already set); 0 also when the library is
-    not loaded."""
+    not loaded. A key or value with a NUL byte raises ValueError."""
     if _lib is None:
         return 0
     v = None if value is None else _bytes(value, _VALUE_BYTES)

@@ -232,10 +232,12 @@ def _record(code, compile_id=None):
     reason = _last_reason(code) if n > 1 else None
     if reason:
         msg += f" reason: {reason}"
-    _fl.breadcrumb(msg)
+    # A guard's reason may quote a string with a NUL byte in it, which the
+    # library's C strings refuse (ValueError): never into torch's compile.
+    _fl.breadcrumb(msg.replace("\0", "\\0"))
     _fl.annotate("torch.compile.compiles", str(total))
-    _fl.annotate("torch.compile.most_compiled",
-                 f"{top_where[2]} ({top_where[0]}:{top_where[1]}) x{top_n}")
+    most = f"{top_where[2]} ({top_where[0]}:{top_where[1]}) x{top_n}"
+    _fl.annotate("torch.compile.most_compiled", most.replace("\0", "\\0"))
 
 
 def compile_counts():

@@ -227,6 +227,61 @@ def test_breadcrumbs_and_annotations_reach_report_and_sentry(tmp_path, mode):
     assert event["breadcrumbs"]["values"][0]["timestamp"] == rep["breadcrumbs"][0]["time"]
 
 
+NUL_KEYS = """
+    import faultline
+    faultline.enable()
+    faultline.annotate("a", "first")
+    for call in (lambda: faultline.annotate("a\\0b", "second"),
+                 lambda: faultline.annotate("c", b"x\\0y"),
+                 lambda: faultline.thread_annotate("t\\0", "v"),
+                 lambda: faultline.breadcrumb("m\\0")):
+        try:
+            call()
+            print("accepted", flush=True)
+        except ValueError as e:
+            print("ValueError", e, flush=True)
+    import ctypes
+    ctypes.string_at(0)
+"""
+
+
+def test_a_nul_byte_in_a_crash_key_is_refused_not_cut(tmp_path):
+    # "a\0b" reached the library as "a": another key's value, replaced.
+    r = run_py(NUL_KEYS, tmp_path)
+    assert r.stdout.splitlines() == ["ValueError embedded null byte"] * 4, r.stdout + r.stderr
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    rep = fltest.validate(r.report)
+    assert rep["annotations"] == {"a": "first"}
+
+
+GUARD_REASON_WITH_NUL = """
+    import sys, types
+    import faultline
+    from faultline import _torch
+    faultline.enable()
+    def compiled():
+        pass
+    code = compiled.__code__
+    # Dynamo's record of why a frame was compiled again; a guard on a string
+    # constant quotes it, NUL byte and all.
+    utils = types.ModuleType("torch._dynamo.utils")
+    utils.guard_failures = {code: ["L['mode'] == 'a\\x00b'"]}
+    sys.modules["torch._dynamo.utils"] = utils
+    _torch._record(code)
+    _torch._record(code)
+    import ctypes
+    ctypes.string_at(0)
+"""
+
+
+def test_a_recompile_reason_with_a_nul_byte_keeps_its_breadcrumb(tmp_path):
+    r = run_py(GUARD_REASON_WITH_NUL, tmp_path)
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    crumbs = [b["message"] for b in fltest.validate(r.report)["breadcrumbs"]]
+    assert len(crumbs) == 2 and "compiles=2" in crumbs[1], crumbs
+    assert "reason: L['mode'] == 'a\\0b'" in crumbs[1], crumbs
+
+
 def test_dump_traceback_writes_a_dump_and_goes_on(tmp_path, mode):
     preload = loaded(mode)
     r = run_py("""
