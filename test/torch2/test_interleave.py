@@ -121,3 +121,33 @@ def test_embedding_program_against_gdb_and_faulthandler(tmp_path):
     (tmp_path / "job.py").write_text(oracle.EMBED_JOB)
     r = rootrun.run(oracle.with_core([exe, "job.py"]), tmp_path)
     check_against_oracles(r, exe, tmp_path, "embed", False)
+
+
+CONCURRENT_INTERPRETERS_JOB = """
+from concurrent import interpreters
+code = '''
+import ctypes
+def inner_crash():
+    ctypes.string_at(0)
+def outer():
+    inner_crash()
+outer()
+'''
+def calls_into_it():
+    interpreters.create().exec(code)
+calls_into_it()
+"""
+
+
+def test_a_crash_in_a_concurrent_interpreter_keeps_the_callers_frames(tmp_path):
+    # 3.14's public subinterpreters: the thread has a thread state in each
+    # interpreter, and only the subinterpreter's frames were shown.
+    (tmp_path / "job.py").write_text(CONCURRENT_INTERPRETERS_JOB)
+    r = rootrun.run(["python3", str(tmp_path / "job.py")], tmp_path)
+    assert r.signal == 11, r.stderr
+    rep = fltest.validate(r.report)
+    t = fltest.crashed_thread(rep)
+    assert t.get("interleaved") is True, (t.get("python_error"), rep["faultline"]["errors"])
+    py = [f["function"] for f in t["frames"] if f["kind"] == "python"]
+    assert py == ["string_at", "inner_crash", "outer", "<module>", "exec", "calls_into_it",
+                  "<module>"], py

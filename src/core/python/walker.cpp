@@ -223,6 +223,75 @@ void walk_frames(Walk* w, uintptr_t tstate, PyThread* py, int max_frames) {
 }
 
 // The thread state holding the GIL, 0 if none or unknown.
+// Where a thread's innermost run of Python frames entered the eval loop: an
+// address on its C stack (the lower, the deeper); 0 where unknown (3.9/3.10,
+// or no frames).
+uintptr_t innermost_entry(const PyThread& t) {
+  for (int i = 0; i < t.nframes; ++i) {
+    if (t.frames[i].entry) return t.frames[i].entry_shim;
+  }
+  return 0;
+}
+
+// One native thread with a thread state in several interpreters (it called
+// into a subinterpreter: concurrent.interpreters, _interpreters.exec): its
+// Python stack is all of them, innermost first, and was only the first
+// interpreter's (the subinterpreter's frames, without the caller's). Merged
+// into one entry where every part is whole and the order is known from
+// where each entered the eval loop on the C stack; otherwise left as they
+// were (the first is the one shown).
+void merge_interpreters(PythonCapture* out, Arena* arena) {
+  for (int i = 0; i < out->nthreads; ++i) {
+    PyThread& first = out->threads[i];
+    if (first.native_tid == 0) continue;
+    int parts[8];
+    int nparts = 0, total = 0;
+    bool whole = true;
+    for (int k = i; k < out->nthreads && nparts < 8; ++k) {
+      const PyThread& t = out->threads[k];
+      if (t.native_tid != first.native_tid) continue;
+      parts[nparts++] = k;
+      total += t.nframes;
+      whole = whole && t.nframes == t.frames_total && !t.error &&
+              (t.nframes == 0 || (innermost_entry(t) != 0 && t.frames[t.nframes - 1].entry));
+    }
+    if (nparts < 2 || !whole) continue;
+    // Innermost first: by the C-stack address of each one's innermost entry.
+    for (int a = 1; a < nparts; ++a) {
+      for (int b = a; b > 0; --b) {
+        const PyThread& x = out->threads[parts[b - 1]];
+        const PyThread& y = out->threads[parts[b]];
+        uintptr_t ex = innermost_entry(x), ey = innermost_entry(y);
+        bool swap = (ex == 0 && ey != 0) || (ex != 0 && ey != 0 && ey < ex);
+        if (!swap) break;
+        int tmp = parts[b - 1];
+        parts[b - 1] = parts[b];
+        parts[b] = tmp;
+      }
+    }
+    PyFrame* frames = total ? arena->alloc_array<PyFrame>(static_cast<size_t>(total)) : nullptr;
+    if (total && !frames) continue;
+    PyThread merged = out->threads[parts[0]];
+    merged.frames = frames;
+    merged.nframes = merged.frames_total = 0;
+    for (int p = 0; p < nparts; ++p) {
+      const PyThread& t = out->threads[parts[p]];
+      for (int f = 0; f < t.nframes; ++f) merged.frames[merged.nframes++] = t.frames[f];
+      merged.frames_total += t.frames_total;
+      merged.holds_gil = merged.holds_gil || t.holds_gil;
+    }
+    // The merged entry where the first part was; the others leave the list.
+    out->threads[i] = merged;
+    int kept = i + 1;
+    for (int k = i + 1; k < out->nthreads; ++k) {
+      bool part = false;
+      for (int p = 0; p < nparts; ++p) part = part || parts[p] == k;
+      if (!part) out->threads[kept++] = out->threads[k];
+    }
+    out->nthreads = kept;
+  }
+}
+
 uintptr_t gil_holder(const Runtime& rt, uintptr_t interp) {
   const PyLayout& l = rt.layout;
   uintptr_t gil = 0;
@@ -359,6 +428,7 @@ void capture_python(const ModuleTable& modules, Arena* arena, PythonCapture* out
   if (out->threads_total > out->nthreads) {
     errors->add("python: more threads than the report keeps");
   }
+  merge_interpreters(out, arena);
 }
 
 }  // namespace faultline::core
