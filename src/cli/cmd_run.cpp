@@ -43,7 +43,8 @@ namespace {
 int parse_signal(const std::string& text) {
   if (text.empty()) return 0;
   if (std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    int n = std::atoi(text.c_str());
+    // At most 3 digits: atoi of 4294967297 would wrap to 1.
+    int n = text.size() <= 3 ? std::atoi(text.c_str()) : 0;
     return n > 0 && n < NSIG ? n : 0;
   }
   std::string name = text.rfind("SIG", 0) == 0 ? text.substr(3) : text;
@@ -75,8 +76,10 @@ std::string bad_signal_list(const std::string& list) {
     }
     if (word.empty()) continue;
     int s = parse_signal(word);
-    if (s == 0) return fmt::format("unknown signal \"{}\"", word);
-    if (s == SIGKILL || s == SIGSTOP) return fmt::format("{} cannot be caught", word);
+    if (s == 0) return fmt::format("unknown signal \"{}\"", report::escape_controls(word));
+    if (s == SIGKILL || s == SIGSTOP) {
+      return fmt::format("{} cannot be caught", report::escape_controls(word));
+    }
     if (s >= faultline::core::kRtSignalMax) {
       return fmt::format("{}: signal 64 (SIGRTMAX) cannot be used: the library takes 1 to 63",
                          word);
@@ -87,20 +90,77 @@ std::string bad_signal_list(const std::string& list) {
   return count ? std::string() : "no signal named";
 }
 
+// Empty when no signal of the list is the thread signal or the dump signal
+// (0: none), else which clashes.
+std::string signal_list_clash(const std::string& list, int thread, int dump) {
+  std::string word;
+  for (size_t i = 0; i <= list.size(); ++i) {
+    char c = i < list.size() ? list[i] : ',';
+    if (c != ',' && c != ' ') {
+      word += c;
+      continue;
+    }
+    int s = word.empty() ? 0 : parse_signal(word);
+    if (s > 0 && s == thread) {
+      return fmt::format("{} is the thread signal (FAULTLINE_THREAD_SIGNAL)",
+                         report::escape_controls(word));
+    }
+    if (s > 0 && s == dump) {
+      return fmt::format("{} is the dump signal (--dump-signal, or --no-dump)",
+                         report::escape_controls(word));
+    }
+    word.clear();
+  }
+  return {};
+}
+
 // Empty when path is a faultline library this program can load, else why
 // not: the loader would refuse a file that is not a shared library for this
 // machine with a message and run the command without faultline, and
-// another library (--lib libz.so) would load and do nothing. Its
-// constructor installs nothing here: it is not preloaded.
+// another library (--lib libz.so) would load and do nothing. Loaded in a
+// child that ends at once: where this program itself runs under a preload
+// of faultline (a nested `faultline run`, /etc/ld.so.preload), the
+// library's constructor would install its handlers here, and dlclose
+// leave them pointing into unmapped code.
 std::string not_a_faultline_library(const std::string& path) {
-  void* h = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
-  if (!h) {
-    const char* err = dlerror();
-    return err ? err : "cannot be loaded";
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return std::string("pipe: ") + std::strerror(errno);
+  std::fflush(nullptr);
+  pid_t child = fork();
+  if (child < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return std::string("fork: ") + std::strerror(errno);
   }
-  bool ours = dlsym(h, "faultline_install") != nullptr;
-  dlclose(h);
-  return ours ? std::string() : "not libfaultline.so (it has no faultline_install)";
+  if (child == 0) {
+    close(fds[0]);
+    const char* why = nullptr;
+    if (void* h = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL); !h) {
+      why = dlerror();
+      if (!why) why = "cannot be loaded";
+    } else if (!dlsym(h, "faultline_install")) {
+      why = "not libfaultline.so (it has no faultline_install)";
+    }
+    if (why) {
+      ssize_t ignored = write(fds[1], why, std::strlen(why));
+      (void)ignored;
+    }
+    _exit(why ? 1 : 0);
+  }
+  close(fds[1]);
+  std::string why;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    why.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
+  return why.empty() ? std::string("cannot be loaded (the check ended abnormally)") : why;
 }
 
 std::string self_exe_dir() {
@@ -571,21 +631,34 @@ void add_run_command(CLI::App& app, int& status) {
                 "`faultline upload`)");
   r->add_option("COMMAND", run->command, "the command and its arguments (after --)")->required();
   r->callback([run, &status] {
-    if (!run->no_dump && parse_signal(run->dump_signal) == 0) {
-      fmt::print(stderr, "faultline: unknown signal \"{}\"\n", run->dump_signal);
+    const std::string dump_text = report::escape_controls(run->dump_signal);
+    const std::string signals_text = report::escape_controls(run->signals);
+    int dump = run->no_dump ? 0 : parse_signal(run->dump_signal);
+    if (!run->no_dump && dump == 0) {
+      fmt::print(stderr, "faultline: unknown signal \"{}\"\n", dump_text);
       status = kExitUsage;
       return;
     }
     if (std::string why = bad_signal_list(run->signals); !run->signals.empty() && !why.empty()) {
-      fmt::print(stderr, "faultline: --signals {}: {}\n", run->signals, why);
+      fmt::print(stderr, "faultline: --signals {}: {}\n", signals_text, why);
       status = kExitUsage;
       return;
     }
-    if (!run->no_dump && parse_signal(run->dump_signal) >= faultline::core::kRtSignalMax) {
+    if (dump >= faultline::core::kRtSignalMax) {
       fmt::print(stderr,
                  "faultline: --dump-signal {}: signal 64 (SIGRTMAX) cannot be used: the library "
                  "takes signals 1 to 63\n",
-                 run->dump_signal);
+                 dump_text);
+      status = kExitUsage;
+      return;
+    }
+    // What the library would refuse at start (and fall back to its default
+    // set for): a handled signal that is also the thread signal or the dump
+    // signal.
+    int thread = faultline::core::kRtSignalMax - 3;
+    if (const char* t = std::getenv("FAULTLINE_THREAD_SIGNAL"); t && *t) thread = parse_signal(t);
+    if (std::string clash = signal_list_clash(run->signals, thread, dump); !clash.empty()) {
+      fmt::print(stderr, "faultline: --signals {}: {}\n", signals_text, clash);
       status = kExitUsage;
       return;
     }

@@ -236,6 +236,9 @@ def test_run_refuses_dump_signal_64(tmp_path, name):
     ("SEGV,KILL", "KILL cannot be caught"),
     (",", "no signal named"),
     ("SEGV,64", "signal 64 (SIGRTMAX) cannot be used"),
+    # What the library refuses at start (and falls back to its default set):
+    ("SEGV,RTMAX-3", "RTMAX-3 is the thread signal (FAULTLINE_THREAD_SIGNAL)"),
+    ("SEGV,USR2", "USR2 is the dump signal (--dump-signal, or --no-dump)"),
 ])
 def test_run_refuses_bad_signals(tmp_path, signals, why):
     # They were passed on: the library warned at start and handled its
@@ -244,6 +247,18 @@ def test_run_refuses_bad_signals(tmp_path, signals, why):
     r = run("run", "--dir", str(tmp_path), "--signals", signals, "--", "touch", str(marker))
     assert r.returncode == 2 and why in r.stderr, r.stderr
     assert not marker.exists()
+
+
+def test_run_takes_the_dump_signal_among_signals_with_no_dump(tmp_path):
+    r = run("run", "--dir", str(tmp_path), "--no-dump", "--signals", "SEGV,USR2", "--", "true")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+@pytest.mark.parametrize("number", ["4294967297", "65", "0"])
+def test_run_refuses_a_dump_signal_number_out_of_range(tmp_path, number):
+    # 4294967297 wrapped to 1 (SIGHUP) through atoi.
+    r = run("run", "--dir", str(tmp_path), "--dump-signal", number, "--", "true")
+    assert r.returncode == 2 and f'unknown signal "{number}"' in r.stderr, r.stderr
 
 
 def test_run_takes_signals_by_name_and_number(tmp_path):
@@ -281,3 +296,21 @@ def test_dump_refuses_a_timeout_that_is_not_seconds(timeout):
     r = run("dump", "--timeout", timeout, "1")
     assert r.returncode == 2
     assert "--timeout: seconds, more than 0" in r.stderr, r.stderr
+
+
+def test_the_lib_check_installs_nothing_in_faultline_itself(tmp_path):
+    # `faultline run` under a preload that names libfaultline (a nested run,
+    # /etc/ld.so.preload): the check that --lib loads ran the library's
+    # constructor in this process, which installed faultline's handlers here,
+    # and dlclose unmapped the code they point to.
+    import shutil
+    lib = tmp_path / "libfaultline.so"
+    shutil.copy(LIB, lib)
+    env = dict(os.environ, LD_PRELOAD="/nonexistent/libfaultline.so")
+    r = subprocess.run([CLI, "run", "--dir", str(tmp_path), "--lib", str(lib), "--", "sh", "-c",
+                        'grep SigCgt /proc/$PPID/status'], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    caught = int(r.stdout.split()[1], 16)
+    for sig in (signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE):
+        assert not caught & (1 << (sig - 1)), (sig, hex(caught))
