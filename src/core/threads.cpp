@@ -518,8 +518,9 @@ void reclaim_signal(CaptureErrors* errors) {
 
 void threads_init(int signo) {
   g_pid = sys_getpid();
-  if (signo <= 0 || signo == g_signo) return;
-  threads_uninstall();
+  if (signo == g_signo || (signo <= 0 && g_signo <= 0)) return;
+  threads_uninstall();  // a second install that asks for another signal, or none
+  if (signo <= 0) return;
   struct sigaction sa = our_action();
   __atomic_store_n(&g_previous_at, 0, __ATOMIC_RELEASE);
   if (real_sigaction(signo, &sa, &g_previous_slots[0]) == 0) g_signo = signo;

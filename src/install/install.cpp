@@ -212,20 +212,43 @@ void env_signals(const char* var, unsigned long long* out) {
 void resolve_signal_conflicts(faultline_options* opts, int default_dump) {
   const int default_thread = SIGRTMAX - 3;
   auto in_signals = [&](int s) { return s > 0 && s < 64 && ((opts->signals >> s) & 1); };
-  // A thread signal of 0 is none (only the crashing thread's stack), as a
-  // dump signal of 0 is: two zeros do not collide.
-  if (in_signals(opts->thread_signal) ||
-      (opts->thread_signal > 0 && opts->thread_signal == opts->dump_signal)) {
+  // SIGALRM is the watchdog's (a process-directed alarm during a capture):
+  // as the thread signal the capture's own alarm handler would replace it
+  // (no thread answers), as the dump signal every capture would dump.
+  if (opts->watchdog_seconds > 0) {
+    if (opts->thread_signal == SIGALRM) {
+      warn_bad("FAULTLINE_THREAD_SIGNAL", secure_getenv("FAULTLINE_THREAD_SIGNAL"),
+               "the watchdog uses it; FAULTLINE_WATCHDOG=0 turns the watchdog off");
+      opts->thread_signal = default_thread;
+    }
+    if (opts->dump_signal == SIGALRM) {
+      warn_bad("FAULTLINE_DUMP_SIGNAL", secure_getenv("FAULTLINE_DUMP_SIGNAL"),
+               "the watchdog uses it; FAULTLINE_WATCHDOG=0 turns the watchdog off");
+      opts->dump_signal = default_dump;
+    }
+  }
+  // A handled signal that is the thread signal: whichever was set is wrong.
+  if (in_signals(opts->thread_signal)) {
     if (opts->thread_signal != default_thread) {
       warn_bad("FAULTLINE_THREAD_SIGNAL", secure_getenv("FAULTLINE_THREAD_SIGNAL"),
-               in_signals(opts->thread_signal) ? "it is one of the fatal signals handled"
-                                               : "it is the dump signal");
+               "it is one of the fatal signals handled");
       opts->thread_signal = default_thread;
     } else {
       warn_bad("FAULTLINE_SIGNALS", secure_getenv("FAULTLINE_SIGNALS"),
                "it includes the thread signal");
       opts->signals = default_signals();
     }
+  }
+  // A thread signal of 0 is none (only the crashing thread's stack), as a
+  // dump signal of 0 is: two zeros do not collide. A thread signal that was
+  // set to the dump signal goes back to its default; a dump signal set to
+  // the default thread signal is refused below (FAULTLINE_SIGNALS is not
+  // the culprit then, and is kept).
+  if (opts->thread_signal > 0 && opts->thread_signal == opts->dump_signal &&
+      opts->thread_signal != default_thread) {
+    warn_bad("FAULTLINE_THREAD_SIGNAL", secure_getenv("FAULTLINE_THREAD_SIGNAL"),
+             "it is the dump signal");
+    opts->thread_signal = default_thread;
   }
   if (opts->dump_signal > 0 &&
       (in_signals(opts->dump_signal) || opts->dump_signal == opts->thread_signal)) {
@@ -292,9 +315,11 @@ void read_cmdline(Config* cfg) {
   if (fd < 0) return;
   ssize_t n = read(fd, cfg->argv, sizeof cfg->argv - 1);
   // A full buffer with more to come: cut (the last argument may be cut
-  // inside too); the report says so.
-  char more;
-  cfg->argv_truncated = n == static_cast<ssize_t>(sizeof cfg->argv - 1) && read(fd, &more, 1) > 0;
+  // inside too); the report says so. Only the final NUL left over is not a
+  // cut: the buffer ends with one of its own.
+  char more[2];
+  ssize_t extra = n == static_cast<ssize_t>(sizeof cfg->argv - 1) ? read(fd, more, 2) : 0;
+  cfg->argv_truncated = extra > 1 || (extra == 1 && more[0] != '\0');
   close(fd);
   if (n > 0) {
     cfg->argv_len = static_cast<int>(n);

@@ -499,6 +499,22 @@ def test_a_command_line_too_long_to_keep_is_said_to_be_cut(tmp_path, how):
     assert "(command line cut at 8 KiB)" in shown.stdout, shown.stdout[:2000]
 
 
+def test_a_command_line_of_exactly_8_kib_is_not_said_to_be_cut(tmp_path):
+    # Read from /proc/self/cmdline into 8191 bytes: the one left over is the
+    # final NUL, not a cut.
+    code = "import faultline; faultline.enable(); import ctypes; ctypes.string_at(0)"
+    fixed = len(PY) + 1 + len("-c") + 1 + len(code) + 1
+    pad = "p" * (8192 - fixed - 1)
+    env = clean_env(FAULTLINE_DIR=str(tmp_path), FAULTLINE_STDERR="0", FAULTLINE_LIB=LIB,
+                    PYTHONPATH=os.path.join(fltest.SOURCE, "python"))
+    p = subprocess.run([PY, "-c", code, pad], env=env, capture_output=True, timeout=60)
+    assert p.returncode == -signal.SIGSEGV, p.stderr
+    with open(reports(tmp_path)[0]) as f:
+        proc = json.load(f)["process"]
+    assert proc["argv"] == [PY, "-c", code, pad]
+    assert "argv_truncated" not in proc
+
+
 def test_a_command_line_that_fits_is_not_said_to_be_cut(tmp_path):
     crash_with_args(tmp_path, {"FAULTLINE_SCRUB": "0"})
     with open(reports(tmp_path)[0]) as f:
@@ -528,7 +544,14 @@ def test_environment_stays_out_of_reports(tmp_path):
     ({"FAULTLINE_SIGNALS": "SEGV,61"}, "FAULTLINE_SIGNALS=SEGV,61"),
     ({"FAULTLINE_THREAD_SIGNAL": "ABRT"}, "FAULTLINE_THREAD_SIGNAL=ABRT"),
     ({"FAULTLINE_THREAD_SIGNAL": "USR2", "FAULTLINE_DUMP": "1"}, "FAULTLINE_THREAD_SIGNAL=USR2"),
-    ({"FAULTLINE_SIGNALS": "KILL"}, "cannot be caught"),
+    ({"FAULTLINE_SIGNALS": "KILL"}, "FAULTLINE_SIGNALS=KILL (SIGKILL and SIGSTOP cannot be caught)"),
+    # The dump signal set to the thread signal: the dump signal is refused,
+    # not FAULTLINE_SIGNALS (which was put back to the default set).
+    ({"FAULTLINE_SIGNALS": "SEGV,ABRT", "FAULTLINE_DUMP_SIGNAL": "SIGRTMAX-3"},
+     "FAULTLINE_DUMP_SIGNAL=SIGRTMAX-3 (it is the thread signal)"),
+    # The watchdog's alarm: as the thread signal no thread answered.
+    ({"FAULTLINE_THREAD_SIGNAL": "SIGALRM"}, "FAULTLINE_THREAD_SIGNAL=SIGALRM (the watchdog uses it"),
+    ({"FAULTLINE_DUMP_SIGNAL": "ALRM"}, "FAULTLINE_DUMP_SIGNAL=ALRM (the watchdog uses it"),
     ({"FAULTLINE_SIGNALS": ",,,"}, "FAULTLINE_SIGNALS=,,,"),
 ])
 def test_conflicting_signal_settings_are_refused_and_the_crash_still_reported(tmp_path, env, warning):
@@ -539,6 +562,8 @@ def test_conflicting_signal_settings_are_refused_and_the_crash_still_reported(tm
     rep = r.report  # exactly one report, no dump loop
     assert rep["kind"] == "crash"
     assert all(t["captured"] for t in rep["threads"]), "other threads' stacks were lost"
+    if "FAULTLINE_SIGNALS" not in (warning or ""):  # kept as set, or not set
+        assert "ignoring FAULTLINE_SIGNALS" not in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("value", ["SIGRTMAX-3", "RTMAX-5", "SIGRTMIN+2", "40"])
