@@ -8,7 +8,7 @@ packages=(
   libdw-dev libelf-dev libdebuginfod-dev elfutils debuginfod libc6-dbg libcurl4-openssl-dev
   libstdc++6-12-dbg libboost-stacktrace-dev
   libseccomp-dev
-  gdb lldb-14 clang-14 libclang-rt-14-dev llvm-14 clang-format binutils libbenchmark-dev
+  gdb lldb-14 clang-14 libclang-rt-14-dev llvm-14 clang-format binutils libbenchmark-dev strace
   python3 python3-dev python3-pytest python3-jsonschema python3-numpy python3-torch
   python3-setuptools python3-wheel python3-pip python3-venv python3-build dpkg-dev fakeroot
   cmark-gfm hyperfine

@@ -9,6 +9,8 @@
 #include "core/safe_read.h"
 #include "core/str.h"
 #include "core/symbol_rank.h"
+#include "core/sys.h"
+#include "core/watchdog.h"
 
 namespace faultline::core {
 namespace {
@@ -366,6 +368,12 @@ void symbolize_threads(const ModuleTable& modules, ThreadCapture* threads, int n
     return;
   }
   for (int mi = 0; mi < modules.count; ++mi) {
+    // After the watchdog's first stage the symbols still run, within a
+    // budget: the rest of the grace period is the report's.
+    if (uint64_t fired = watchdog_fired_ns(); fired && monotonic_ns() - fired > kLateSymbolsNs) {
+      errors->add("symbols: out of time (watchdog); the remaining modules' frames left unnamed");
+      return;
+    }
     int n = 0;
     for (int t = 0; t < nthreads; ++t) {
       for (int f = 0; f < threads[t].nframes && n < kMaxPerModule; ++f) {

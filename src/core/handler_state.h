@@ -45,6 +45,8 @@ struct WatchdogState {
   std::atomic<bool> active{false};           // armed by a crash owner
   std::atomic<bool> phase_abandoned{false};  // the owner acted on the first expiry
   std::atomic<bool> jumped{false};           // that jump not yet told from a fault's
+  std::atomic<bool> late_cut{false};         // the owner left a late phase at the second expiry
+  std::atomic<uint64_t> fired_ns{0};         // when the first expiry came (monotonic)
   std::atomic<int> forwarding{0};            // threads forwarding the alarm to the owner
   std::atomic<pid_t> owner{0};               // the thread the alarm is for
   struct sigaction old_alarm {};             // the program's SIGALRM action
@@ -88,7 +90,9 @@ struct HandlerState {
 
 static_assert(std::atomic<pid_t>::is_always_lock_free && std::atomic<Writer>::is_always_lock_free &&
                   std::atomic<WatchdogStage>::is_always_lock_free &&
-                  std::atomic<Phase>::is_always_lock_free && std::atomic<bool>::is_always_lock_free,
+                  std::atomic<Phase>::is_always_lock_free &&
+                  std::atomic<bool>::is_always_lock_free &&
+                  std::atomic<uint64_t>::is_always_lock_free,
               "the crash path uses lock-free atomics only");
 
 extern HandlerState g_handler;

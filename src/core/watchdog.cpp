@@ -69,7 +69,10 @@ void watchdog_expired(int, siginfo_t* info, void*) {
   WatchdogStage expected = WatchdogStage::kArmed;
   bool first = wd().stage.compare_exchange_strong(expected, WatchdogStage::kFirst,
                                                   std::memory_order_acq_rel);
-  if (first) alarm(kWatchdogGraceSeconds);
+  if (first) {
+    wd().fired_ns.store(monotonic_ns(), std::memory_order_release);
+    alarm(kWatchdogGraceSeconds);
+  }
   if (on_owner && (first || forwarded)) {
     ThreadState* ts = thread_state_find();
     if (!wd().phase_abandoned.load(std::memory_order_acquire) && ts && ts->recover_armed) {
@@ -90,6 +93,24 @@ void watchdog_expired(int, siginfo_t* info, void*) {
     }
     wd().forwarding.fetch_sub(1, std::memory_order_acq_rel);
     return;
+  }
+  if (on_owner && !wd().late_cut.load(std::memory_order_acquire)) {
+    // Past the grace period inside one of the phases that still run after
+    // the first stage (the symbols read files: a cold cache, a slow network
+    // filesystem): leave it and write the report, with one more grace
+    // period for that. Without this, an owner the alarm lands on (a
+    // single-threaded process) would give up with no report at all.
+    ThreadState* ts = thread_state_find();
+    Phase p = g_handler.phase.load(std::memory_order_acquire);
+    if (ts && ts->recover_armed && phase_runs_late(p)) {
+      wd().late_cut.store(true, std::memory_order_release);
+      raw_log("faultline: watchdog: capture phase \"", phase,
+              "\" ran past the grace period; writing the report without the rest of it\n");
+      alarm(kWatchdogGraceSeconds);
+      wd().jumped.store(true, std::memory_order_release);
+      ts->recover_armed = 0;
+      siglongjmp(ts->recover, 1);
+    }
   }
   wd().stage.store(WatchdogStage::kSecond, std::memory_order_release);
   Writer nobody = Writer::kNobody;
@@ -140,6 +161,8 @@ void arm_watchdog(int seconds) {
   wd().active.store(true, std::memory_order_release);
   wd().phase_abandoned.store(false, std::memory_order_release);
   wd().jumped.store(false, std::memory_order_release);
+  wd().late_cut.store(false, std::memory_order_release);
+  wd().fired_ns.store(0, std::memory_order_release);
   wd().program_timer = {};
   syscall(SYS_getitimer, ITIMER_REAL, &wd().program_timer);
   wd().armed_ns = monotonic_ns();
@@ -172,10 +195,16 @@ void disarm_watchdog(int seconds) {
   wd().stage.store(WatchdogStage::kArmed, std::memory_order_release);
   wd().phase_abandoned.store(false, std::memory_order_release);
   wd().jumped.store(false, std::memory_order_release);
+  wd().late_cut.store(false, std::memory_order_release);
+  wd().fired_ns.store(0, std::memory_order_release);
 }
 
 bool watchdog_fired() {
   return wd().stage.load(std::memory_order_acquire) != WatchdogStage::kArmed;
+}
+
+uint64_t watchdog_fired_ns() {
+  return wd().fired_ns.load(std::memory_order_acquire);
 }
 
 bool watchdog_took_phase() {

@@ -11,6 +11,8 @@
 // HandlerState::writer, so never both.
 #pragma once
 
+#include <stdint.h>
+
 namespace faultline::core {
 
 constexpr int kWatchdogGraceSeconds = 2;
@@ -26,5 +28,12 @@ bool watchdog_fired();
 // True once, at the recovery point the first stage jumped to: that jump
 // was the watchdog's, not a fault's.
 bool watchdog_took_phase();
+
+// When the first stage came (CLOCK_MONOTONIC ns), 0 before.
+uint64_t watchdog_fired_ns();
+
+// How long the symbols may still take once the first stage has come: a
+// quarter of the grace period, the rest is the report's.
+constexpr uint64_t kLateSymbolsNs = 500ull * 1000 * 1000;
 
 }  // namespace faultline::core

@@ -442,6 +442,25 @@ def test_watchdog_cuts_the_wait_for_a_thread_that_never_answers():
     assert rep["diagnosis"]["summary"].endswith("in threads!crash_now"), rep["diagnosis"]
 
 
+def test_symbols_past_the_grace_period_are_cut_and_the_report_still_written(tmp_path):
+    # After the first stage the symbols still run; reading the symbol
+    # tables slowly (every pread made 0.3 s longer by strace: a cold cache,
+    # a slow network filesystem) takes them past the grace period, and the
+    # second stage lands on the owner (the other thread blocks every
+    # signal). The owner gave up there with no report at all; it now leaves
+    # the phase and writes the report.
+    env = dict(os.environ, LD_PRELOAD=fltest.LIB, FAULTLINE_DIR=str(tmp_path),
+               FAULTLINE_WATCHDOG="1", FAULTLINE_THREAD_TIMEOUT_MS="60000")
+    r = subprocess.run(["strace", "-f", "-o", "/dev/null", "-e", "trace=pread64",
+                        "-e", "inject=pread64:delay_exit=300000", THREADS, "blocked"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == -signal.SIGSEGV or r.returncode == 128 + signal.SIGSEGV, r.stderr
+    assert 'capture phase "symbols" ran past the grace period' in r.stderr, r.stderr
+    [name] = [n for n in os.listdir(tmp_path) if n.startswith("faultline-")]
+    rep = fltest.validate(json.load(open(tmp_path / name)))
+    assert "symbols: out of time (watchdog)" in rep["faultline"]["errors"], rep["faultline"]["errors"]
+
+
 def test_cfi_unwinder_does_not_wait_for_the_loaders_lock():
     # The same program: another thread holds the loader's lock forever. The
     # CFI unwinder takes no lock, so no phase hangs and every stack is there.
