@@ -77,7 +77,9 @@ struct Capture {
     bool present;
     int signo;
     siginfo_t info;
-    int frame;  // index of the signal trampoline in the crashed thread's native frames
+    // Index of the signal trampoline in the crashed thread's native frames;
+    // -1: none, the handler had returned and the re-raise came at the fault.
+    int frame;
     // The original siginfo was rebuilt from the context's trap number, error
     // code and cr2: the handler was no SA_SIGINFO one, so the kernel's frame
     // held none.

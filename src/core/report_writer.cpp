@@ -99,7 +99,7 @@ void write_reraised(JsonWriter& w, const Capture::Reraised& r) {
                find_signal_code(r.signo, r.info.si_code));
   w.field_num("sender_pid", r.info.si_pid);
   w.field_num("sender_uid", r.info.si_uid);
-  w.field_num("trampoline_frame", r.frame);
+  if (r.frame >= 0) w.field_num("trampoline_frame", r.frame);  // none: the handler had returned
   w.field_str("original_from", r.from_context ? "context" : "siginfo");
   w.end_object();
 }

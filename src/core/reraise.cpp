@@ -138,6 +138,32 @@ void make_exact(Capture* c, NativeFrame* f) {
   f->origin = &classify_native(m.path, f->symbol);
 }
 
+// A handler that restored the previous one (faultline's), raised the signal
+// again and returned instead of dying in its own frame (UCX's error handler
+// does, loaded by torch builds that use it): the re-raise was pending while
+// it ran and came as soon as it returned, at the faulting instruction, with
+// no trampoline left on the stack. The context is the fault's own, and its
+// trap number, error code and cr2 are still the fault's (the kernel records
+// them for the signal the fault raised). Not at an instruction right after
+// a system call (where a raise() or kill() of the process's own lands), and
+// for a page fault only one taken in user mode.
+bool recover_returned(Capture* c, const ThreadCapture& t) {
+  const greg_t* g = c->uc.uc_mcontext.gregs;
+  if (t.nframes < 1 || static_cast<uintptr_t>(g[REG_RIP]) != t.frames[0].pc) return false;
+  constexpr greg_t kPageFaultUser = 4;  // error code bit: the access came from user mode
+  if (g[REG_TRAPNO] == kTrapPageFault && !(g[REG_ERR] & kPageFaultUser)) return false;
+  siginfo_t info;
+  if (!siginfo_from_context(c->signo, g, &info)) return false;
+  c->reraised.present = true;
+  c->reraised.signo = c->signo;
+  c->reraised.info = c->info;
+  c->reraised.frame = -1;  // no trampoline: the handler had returned
+  c->reraised.from_context = true;
+  c->signo = info.si_signo;
+  c->info = info;
+  return true;
+}
+
 }  // namespace
 
 bool recover_reraised_fault(Capture* c) {
@@ -148,7 +174,7 @@ bool recover_reraised_fault(Capture* c) {
   // The innermost trampoline: the frame of the handler that raised again.
   int i = 1;
   while (i + 1 < t->nframes && !cfi_is_sigreturn(t->frames[i].pc)) ++i;
-  if (i + 1 >= t->nframes) return false;
+  if (i + 1 >= t->nframes) return recover_returned(c, *t);
   siginfo_t info;
   greg_t gregs[NGREG];
   bool from_context = false;

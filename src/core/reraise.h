@@ -23,7 +23,10 @@ constexpr size_t kKernelUcontextBytes = offsetof(ucontext_t, uc_sigmask) + 8;
 // frame holds a fatal signal's siginfo, with a plausible code, and a context
 // whose rip and rsp are the frame below's: records the signal as delivered
 // in c->reraised and makes c->signo, c->info and c->uc's registers the
-// original fault's. Otherwise leaves the capture as it is. True if it did.
+// original fault's. With no trampoline on the stack (the handler returned,
+// and its re-raise came at the faulting instruction), the fault is rebuilt
+// from the delivered context's trap number, error code and cr2 where they
+// describe one. Otherwise leaves the capture as it is. True if it did.
 bool recover_reraised_fault(Capture* c);
 
 }  // namespace faultline::core

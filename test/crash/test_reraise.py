@@ -53,7 +53,7 @@ def site(rep):
     first frame."""
     frames = native(fltest.crashed_thread(rep))
     rr = rep["signal"].get("reraised")
-    return frames[rr["trampoline_frame"] + 1] if rr else frames[0]
+    return frames[rr["trampoline_frame"] + 1] if rr and "trampoline_frame" in rr else frames[0]
 
 
 def same_fault(rep, base):
@@ -149,6 +149,45 @@ def test_a_handler_that_restores_faultlines_and_reraises(fault, sig, code, unwin
         assert rep["signal"]["fault_address"] == s["pc"]
     if fault == "segv":
         assert rep["signal"]["fault_address"] == "0x10"
+
+
+@pytest.mark.parametrize("unwinder", UNWINDERS)
+@pytest.mark.parametrize("fault,sig,code", [("bus", "SIGBUS", "BUS_ADRERR"), ("fpe", "SIGFPE", "FPE_INTDIV"),
+                                            ("segv", "SIGSEGV", "SEGV_MAPERR")])
+def test_a_handler_that_reraises_and_returns(fault, sig, code, unwinder, tmp_path):
+    # Installed past faultline's interposer (libc's own sigaction), it puts
+    # back faultline's action, sends the signal to its thread again and
+    # returns, as UCX's error handler does (torch builds that use UCX load
+    # it): the re-raise comes at the faulting instruction, with no trampoline
+    # on the stack. The report said "SIGSEGV sent by tkill" with no address;
+    # it now describes the fault, rebuilt from the delivered context.
+    r = run_program(tmp_path, "returned", fault, FAULTLINE_UNWINDER=unwinder)
+    base = run_program(tmp_path, "none", fault, FAULTLINE_UNWINDER=unwinder)
+    assert r.returncode == base.returncode == -fltest.signum(sig), r.stderr
+    assert "handler returns" in r.stderr
+    rep, base = fltest.validate(r.reports[0]), fltest.validate(base.report)
+    same_fault(rep, base)
+    rr = rep["signal"]["reraised"]
+    assert rr["name"] == sig and rr["code_name"] == "SI_TKILL", rr
+    assert rr["sender_pid"] == rep["process"]["pid"]
+    assert "trampoline_frame" not in rr and rr["original_from"] == "context", rr
+    assert site(rep)["symbol"] == fault + "_fault"
+    if fault == "segv":
+        assert rep["signal"]["fault_address"] == "0x10"
+    if fault == "bus":  # the first byte past the file's end: a page of its own
+        assert int(rep["signal"]["fault_address"], 16) % 4096 == 0
+    assert "(re-raised by a handler as " + sig in r.stderr
+
+
+def test_a_raise_after_a_recovered_fault_is_not_taken_for_it(tmp_path):
+    # The thread's trap number and cr2 still describe the first fault (the
+    # program's handler jumped out of it); the raise() later lands right
+    # after a system call and is reported as what it is.
+    r = run_program(tmp_path, "stale", "segv")
+    assert r.returncode == -signal.SIGSEGV and "recovered" in r.stderr, r.stderr
+    rep = fltest.validate(r.report)
+    assert rep["signal"]["code_name"] == "SI_TKILL" and rep["signal"]["fault_address"] is None
+    assert "reraised" not in rep["signal"]
 
 
 @pytest.mark.parametrize("order", ["handler-first", "report-first"])

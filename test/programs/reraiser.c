@@ -5,23 +5,50 @@
  *   MODE  restore  the handler puts back the action it replaced (faultline's)
  *                  and raises the signal again with raise()
  *         dfl      the handler resets the signal to SIG_DFL and raises it
+ *         returned the handler is installed past faultline's interposer
+ *                  (libc's own sigaction, as UCX's error handler does); it
+ *                  puts back the action it replaced, sends the signal to its
+ *                  thread again and returns: the re-raise comes at the
+ *                  faulting instruction, with no trampoline on the stack
  *         none     no handler of the program's: the fault reaches faultline
  *         raise    no fault: raise(SIGSEGV) from main, no handler
+ *         stale    a first fault that the program's handler jumps out of
+ *                  (the thread's trap number and cr2 stay the fault's),
+ *                  then faultline's handler back and raise(SIGSEGV)
  *   FAULT bus      SIGBUS: a store to a file mapping past the end of file
  *         fpe      SIGFPE: an integer division by zero
  *         segv     SIGSEGV: a load from address 0x10
  * Prints "handler SIG" to stderr when the handler runs. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <faultline/faultline.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static struct sigaction g_old[65];
 static const char* g_mode;
+typedef int (*sigaction_fn)(int, const struct sigaction*, struct sigaction*);
+static sigaction_fn g_libc_sigaction;
+static sigjmp_buf g_back;
+
+static void returning_handler(int sig, siginfo_t* si, void* uc) {
+  (void)si;
+  (void)uc;
+  write(2, "handler returns\n", 16);
+  g_libc_sigaction(sig, &g_old[sig], NULL);
+  syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
+}
+
+static void jumping_handler(int sig) {
+  (void)sig;
+  siglongjmp(g_back, 1);
+}
 
 static void handler(int sig, siginfo_t* si, void* uc) {
   (void)si;
@@ -53,7 +80,29 @@ int main(int argc, char** argv) {
   g_mode = argv[1];
   if (faultline_install(NULL) != 0) return 2;
   if (!strcmp(g_mode, "raise")) raise(SIGSEGV);
-  if (strcmp(g_mode, "none")) {
+  g_libc_sigaction = (sigaction_fn)dlsym(dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD), "sigaction");
+  if (!g_libc_sigaction) return 5;
+  if (!strcmp(g_mode, "stale")) {
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = jumping_handler;
+    sigemptyset(&sa.sa_mask);
+    g_libc_sigaction(SIGSEGV, &sa, &old);
+    if (sigsetjmp(g_back, 1) == 0) segv_fault();
+    g_libc_sigaction(SIGSEGV, &old, NULL);
+    write(2, "recovered\n", 10);
+    raise(SIGSEGV);
+    return 6;
+  }
+  if (!strcmp(g_mode, "returned")) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = returning_handler;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    int sigs[] = {SIGBUS, SIGFPE, SIGSEGV};
+    for (int i = 0; i < 3; ++i) g_libc_sigaction(sigs[i], &sa, &g_old[sigs[i]]);
+  } else if (strcmp(g_mode, "none")) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = handler;
