@@ -127,56 +127,44 @@ def test_python_faulthandler_reraise_reports_the_original_fault(python, unwinder
     assert md.returncode == 0 and "re-raised by a handler" in md.stdout, md.stdout
 
 
+@pytest.mark.parametrize("mode", ["restore", "returned"])
 @pytest.mark.parametrize("unwinder", UNWINDERS)
 @pytest.mark.parametrize("fault,sig,code", [("bus", "SIGBUS", "BUS_ADRERR"), ("fpe", "SIGFPE", "FPE_INTDIV"),
                                             ("segv", "SIGSEGV", "SEGV_MAPERR")])
-def test_a_handler_that_restores_faultlines_and_reraises(fault, sig, code, unwinder, tmp_path):
-    # The program's handler took the signal over after faultline; it puts
-    # back the action it replaced (faultline's) and raises again, with
-    # SA_NODEFER, so faultline runs on top of the handler's frames.
-    r = run_program(tmp_path, "restore", fault, FAULTLINE_UNWINDER=unwinder)
+def test_a_handler_that_restores_faultlines_and_reraises(mode, fault, sig, code, unwinder, tmp_path):
+    # restore: the program's handler took the signal over after faultline;
+    # it puts back the action it replaced (faultline's) and raises again,
+    # with SA_NODEFER, so faultline runs on top of the handler's frames.
+    # returned: installed past faultline's interposer (libc's own sigaction),
+    # it puts faultline's action back, sends the signal to its thread again
+    # and returns, as UCX's error handler does (torch builds that use UCX
+    # load it): the re-raise comes at the faulting instruction, with no
+    # trampoline on the stack. That report said "SIGSEGV sent by tkill" with
+    # no address; it describes the fault now, rebuilt from the context.
+    r = run_program(tmp_path, mode, fault, FAULTLINE_UNWINDER=unwinder)
     base = run_program(tmp_path, "none", fault, FAULTLINE_UNWINDER=unwinder)
     assert r.returncode == base.returncode == -fltest.signum(sig), r.stderr
     assert "handler" in r.stderr
     rep, base = fltest.validate(r.reports[0]), fltest.validate(base.report)
     assert rep["signal"]["code_name"] == code
     same_fault(rep, base)
-    rr = reraised_by_self(rep, sig)
-    assert rr["original_from"] == "siginfo"
+    if mode == "restore":
+        rr = reraised_by_self(rep, sig)
+        assert rr["original_from"] == "siginfo"
+    else:
+        rr = rep["signal"]["reraised"]
+        assert rr["name"] == sig and rr["code_name"] == "SI_TKILL", rr
+        assert rr["sender_pid"] == rep["process"]["pid"]
+        assert "trampoline_frame" not in rr and rr["original_from"] == "context", rr
+        assert "(re-raised by a handler as " + sig in r.stderr
     s = site(rep)
     assert s["symbol"] == fault + "_fault", s
     if fault == "fpe":
         assert rep["signal"]["fault_address"] == s["pc"]
     if fault == "segv":
         assert rep["signal"]["fault_address"] == "0x10"
-
-
-@pytest.mark.parametrize("unwinder", UNWINDERS)
-@pytest.mark.parametrize("fault,sig,code", [("bus", "SIGBUS", "BUS_ADRERR"), ("fpe", "SIGFPE", "FPE_INTDIV"),
-                                            ("segv", "SIGSEGV", "SEGV_MAPERR")])
-def test_a_handler_that_reraises_and_returns(fault, sig, code, unwinder, tmp_path):
-    # Installed past faultline's interposer (libc's own sigaction), it puts
-    # back faultline's action, sends the signal to its thread again and
-    # returns, as UCX's error handler does (torch builds that use UCX load
-    # it): the re-raise comes at the faulting instruction, with no trampoline
-    # on the stack. The report said "SIGSEGV sent by tkill" with no address;
-    # it now describes the fault, rebuilt from the delivered context.
-    r = run_program(tmp_path, "returned", fault, FAULTLINE_UNWINDER=unwinder)
-    base = run_program(tmp_path, "none", fault, FAULTLINE_UNWINDER=unwinder)
-    assert r.returncode == base.returncode == -fltest.signum(sig), r.stderr
-    assert "handler returns" in r.stderr
-    rep, base = fltest.validate(r.reports[0]), fltest.validate(base.report)
-    same_fault(rep, base)
-    rr = rep["signal"]["reraised"]
-    assert rr["name"] == sig and rr["code_name"] == "SI_TKILL", rr
-    assert rr["sender_pid"] == rep["process"]["pid"]
-    assert "trampoline_frame" not in rr and rr["original_from"] == "context", rr
-    assert site(rep)["symbol"] == fault + "_fault"
-    if fault == "segv":
-        assert rep["signal"]["fault_address"] == "0x10"
     if fault == "bus":  # the first byte past the file's end: a page of its own
         assert int(rep["signal"]["fault_address"], 16) % 4096 == 0
-    assert "(re-raised by a handler as " + sig in r.stderr
 
 
 def test_a_raise_after_a_recovered_fault_is_not_taken_for_it(tmp_path):
