@@ -6,6 +6,7 @@
 #include "core/crash.h"
 #include "core/diagnosis.h"
 #include "core/elf_symbols.h"
+#include "core/fault_insn.h"
 #include "core/safe_read.h"
 #include "core/signals.h"
 
@@ -139,19 +140,40 @@ void make_exact(Capture* c, NativeFrame* f) {
 }
 
 // A handler that restored the previous one (faultline's), raised the signal
-// again and returned instead of dying in its own frame (UCX's error handler
-// does, loaded by torch builds that use it): the re-raise was pending while
-// it ran and came as soon as it returned, at the faulting instruction, with
-// no trampoline left on the stack. The context is the fault's own, and its
-// trap number, error code and cr2 are still the fault's (the kernel records
-// them for the signal the fault raised). Not at an instruction right after
-// a system call (where a raise() or kill() of the process's own lands), and
-// for a page fault only one taken in user mode.
+// again at its own thread and returned instead of dying in its own frame
+// (UCX's error handler does, loaded by torch builds that use it): the
+// re-raise was pending while it ran and came as soon as it returned, at the
+// faulting instruction, with no trampoline left on the stack. The context
+// is the fault's own, and its trap number, error code and cr2 are still the
+// fault's. But the kernel keeps a thread's last fault in those fields for
+// good (across fork and exec too), so they count only where the
+// instruction at pc would have made that fault: a user-mode page fault
+// near cr2, a div by 0 or -1, a ud2 (fault_insn.h). Only a signal sent to
+// the thread itself (tgkill: a kill() goes to the process); a general
+// protection fault, which names no address, is never rebuilt this way.
 bool recover_returned(Capture* c, const ThreadCapture& t) {
   const greg_t* g = c->uc.uc_mcontext.gregs;
+  if (c->info.si_code != SI_TKILL) return false;
   if (t.nframes < 1 || static_cast<uintptr_t>(g[REG_RIP]) != t.frames[0].pc) return false;
+  const uintptr_t pc = static_cast<uintptr_t>(g[REG_RIP]);
+  uint8_t code[16];
+  size_t n = sizeof code;
+  if (!safe_read(code, pc, n)) {
+    n = 4096 - (pc & 4095);  // the instruction may end at its page's end
+    if (n >= sizeof code || !safe_read(code, pc, n)) return false;
+  }
+  const greg_t trap = g[REG_TRAPNO];
   constexpr greg_t kPageFaultUser = 4;  // error code bit: the access came from user mode
-  if (g[REG_TRAPNO] == kTrapPageFault && !(g[REG_ERR] & kPageFaultUser)) return false;
+  if (trap == kTrapPageFault) {
+    if (!(g[REG_ERR] & kPageFaultUser) ||
+        !insn_could_fault_at(code, n, g, static_cast<uint64_t>(g[REG_CR2]))) {
+      return false;
+    }
+  } else if (trap == kTrapDivide) {
+    if (!insn_divides_by_zero(code, n, g)) return false;
+  } else if (trap != kTrapInvalidOpcode) {
+    return false;
+  }
   siginfo_t info;
   if (!siginfo_from_context(c->signo, g, &info)) return false;
   c->reraised.present = true;

@@ -94,7 +94,10 @@ void watchdog_expired(int, siginfo_t* info, void*) {
     wd().forwarding.fetch_sub(1, std::memory_order_acq_rel);
     return;
   }
-  if (on_owner && !wd().late_cut.load(std::memory_order_acquire)) {
+  // Not once a stand-in writes (its own bounding alarm may land here): the
+  // owner would go on to the diagnosis beside it, in the same arena.
+  if (on_owner && !wd().late_cut.load(std::memory_order_acquire) &&
+      g_handler.writer.load(std::memory_order_acquire) == Writer::kNobody) {
     // Past the grace period inside one of the phases that still run after
     // the first stage (the symbols read files: a cold cache, a slow network
     // filesystem): leave it and write the report, with one more grace

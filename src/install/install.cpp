@@ -212,20 +212,14 @@ void env_signals(const char* var, unsigned long long* out) {
 void resolve_signal_conflicts(faultline_options* opts, int default_dump) {
   const int default_thread = SIGRTMAX - 3;
   auto in_signals = [&](int s) { return s > 0 && s < 64 && ((opts->signals >> s) & 1); };
-  // SIGALRM is the watchdog's (a process-directed alarm during a capture):
-  // as the thread signal the capture's own alarm handler would replace it
-  // (no thread answers), as the dump signal every capture would dump.
-  if (opts->watchdog_seconds > 0) {
-    if (opts->thread_signal == SIGALRM) {
-      warn_bad("FAULTLINE_THREAD_SIGNAL", secure_getenv("FAULTLINE_THREAD_SIGNAL"),
-               "the watchdog uses it; FAULTLINE_WATCHDOG=0 turns the watchdog off");
-      opts->thread_signal = default_thread;
-    }
-    if (opts->dump_signal == SIGALRM) {
-      warn_bad("FAULTLINE_DUMP_SIGNAL", secure_getenv("FAULTLINE_DUMP_SIGNAL"),
-               "the watchdog uses it; FAULTLINE_WATCHDOG=0 turns the watchdog off");
-      opts->dump_signal = default_dump;
-    }
+  // SIGALRM is the watchdog's (a process-directed alarm during a crash's
+  // capture, whose handler replaces the signal's for that time): as the
+  // thread signal no thread could answer. (A live dump arms no watchdog: a
+  // dump signal may be SIGALRM.)
+  if (opts->watchdog_seconds > 0 && opts->thread_signal == SIGALRM) {
+    warn_bad("FAULTLINE_THREAD_SIGNAL", secure_getenv("FAULTLINE_THREAD_SIGNAL"),
+             "the watchdog uses it; FAULTLINE_WATCHDOG=0 turns the watchdog off");
+    opts->thread_signal = default_thread;
   }
   // A handled signal that is the thread signal: whichever was set is wrong.
   if (in_signals(opts->thread_signal)) {
@@ -544,6 +538,14 @@ int faultline_install(const faultline_options* caller) {
   cfg->signals = opts->signals;
   cfg->max_threads = opts->max_threads > 0 ? opts->max_threads : kDefaultMaxThreads;
   cfg->thread_signal = opts->thread_signal;
+  // The C API's options too (the environment's were checked with a
+  // warning): SIGALRM is the watchdog's during a crash, no thread could
+  // answer on it.
+  if (cfg->thread_signal == SIGALRM && opts->watchdog_seconds > 0) {
+    raw_log("faultline: the thread signal cannot be SIGALRM while the watchdog is on; using ");
+    raw_log("SIGRTMAX-3\n");
+    cfg->thread_signal = SIGRTMAX - 3;
+  }
   cfg->thread_timeout_ms = opts->thread_timeout_ms > 0 ? opts->thread_timeout_ms : 1000;
   cfg->exit_after_dump = opts->exit_after_dump != 0;
   cfg->minidump = opts->minidump != 0;

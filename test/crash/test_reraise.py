@@ -178,6 +178,20 @@ def test_a_raise_after_a_recovered_fault_is_not_taken_for_it(tmp_path):
     assert "reraised" not in rep["signal"]
 
 
+@pytest.mark.parametrize("fault,sig", [("segv", "SIGSEGV"), ("fpe", "SIGFPE")])
+def test_a_signal_from_another_thread_is_not_taken_for_a_fault(fault, sig, tmp_path):
+    # The thread keeps its last fault's trap number and cr2 (one it jumped
+    # out of; for SIGFPE, trap number 0 is the divide error's). A
+    # pthread_kill from another thread lands at any instruction of a loop
+    # of loads or of divisions by 7: the instruction there made no such
+    # fault, and the signal is reported as sent.
+    r = run_program(tmp_path, "foreign", fault)
+    assert r.returncode == -fltest.signum(sig) and "recovered" in r.stderr, r.stderr
+    rep = fltest.validate(r.report)
+    assert rep["signal"]["name"] == sig and rep["signal"]["code_name"] == "SI_TKILL", rep["signal"]
+    assert rep["signal"]["fault_address"] is None and "reraised" not in rep["signal"]
+
+
 @pytest.mark.parametrize("order", ["handler-first", "report-first"])
 def test_a_handler_that_resets_to_the_default_and_reraises(order, tmp_path):
     # Behind faultline (kept there by FAULTLINE_STAY_IN_FRONT): faultline

@@ -551,7 +551,6 @@ def test_environment_stays_out_of_reports(tmp_path):
      "FAULTLINE_DUMP_SIGNAL=SIGRTMAX-3 (it is the thread signal)"),
     # The watchdog's alarm: as the thread signal no thread answered.
     ({"FAULTLINE_THREAD_SIGNAL": "SIGALRM"}, "FAULTLINE_THREAD_SIGNAL=SIGALRM (the watchdog uses it"),
-    ({"FAULTLINE_DUMP_SIGNAL": "ALRM"}, "FAULTLINE_DUMP_SIGNAL=ALRM (the watchdog uses it"),
     ({"FAULTLINE_SIGNALS": ",,,"}, "FAULTLINE_SIGNALS=,,,"),
 ])
 def test_conflicting_signal_settings_are_refused_and_the_crash_still_reported(tmp_path, env, warning):

@@ -15,6 +15,10 @@
  *         stale    a first fault that the program's handler jumps out of
  *                  (the thread's trap number and cr2 stay the fault's),
  *                  then faultline's handler back and raise(SIGSEGV)
+ *         foreign  the same stale fault, then another thread sends FAULT's
+ *                  signal (segv or fpe) to the main thread with
+ *                  pthread_kill while it runs a loop of loads (segv) or of
+ *                  divisions by 7 (fpe): no fault to rebuild
  *   FAULT bus      SIGBUS: a store to a file mapping past the end of file
  *         fpe      SIGFPE: an integer division by zero
  *         segv     SIGSEGV: a load from address 0x10
@@ -22,6 +26,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <faultline/faultline.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -43,6 +48,38 @@ static void returning_handler(int sig, siginfo_t* si, void* uc) {
   write(2, "handler returns\n", 16);
   g_libc_sigaction(sig, &g_old[sig], NULL);
   syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
+}
+
+static volatile unsigned long g_x = 123456789, g_y = 7;
+static pthread_t g_main;
+static int g_foreign_sig;
+
+static void* foreign_sender(void* arg) {
+  (void)arg;
+  usleep(100 * 1000);
+  pthread_kill(g_main, g_foreign_sig);
+  return NULL;
+}
+
+__attribute__((noinline)) static void busy_loads(void) {
+  volatile unsigned long sink[8] = {0};
+  for (;;) {
+    for (int i = 0; i < 8; ++i) sink[i] += g_x;
+  }
+}
+
+__attribute__((noinline)) static void busy_divisions(void) {
+  unsigned long a = g_x, b = g_y;
+  for (;;) {
+    // Mostly divisions: where the signal lands is nearly always one.
+    __asm__ volatile(
+        "xor %%edx,%%edx\n\t"
+        ".rept 32\n\tdiv %1\n\t.endr\n\t"
+        "mov %2,%%rax"
+        : "+a"(a)
+        : "r"(b), "r"(g_x)
+        : "rdx");
+  }
 }
 
 static void jumping_handler(int sig) {
@@ -82,7 +119,7 @@ int main(int argc, char** argv) {
   if (!strcmp(g_mode, "raise")) raise(SIGSEGV);
   g_libc_sigaction = (sigaction_fn)dlsym(dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD), "sigaction");
   if (!g_libc_sigaction) return 5;
-  if (!strcmp(g_mode, "stale")) {
+  if (!strcmp(g_mode, "stale") || !strcmp(g_mode, "foreign")) {
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = jumping_handler;
@@ -91,8 +128,17 @@ int main(int argc, char** argv) {
     if (sigsetjmp(g_back, 1) == 0) segv_fault();
     g_libc_sigaction(SIGSEGV, &old, NULL);
     write(2, "recovered\n", 10);
-    raise(SIGSEGV);
-    return 6;
+    if (!strcmp(g_mode, "stale")) {
+      raise(SIGSEGV);
+      return 6;
+    }
+    g_main = pthread_self();
+    g_foreign_sig = !strcmp(argv[2], "fpe") ? SIGFPE : SIGSEGV;
+    pthread_t t;
+    pthread_create(&t, NULL, foreign_sender, NULL);
+    if (g_foreign_sig == SIGFPE) busy_divisions();
+    busy_loads();
+    return 7;
   }
   if (!strcmp(g_mode, "returned")) {
     struct sigaction sa;

@@ -222,7 +222,6 @@ void walk_frames(Walk* w, uintptr_t tstate, PyThread* py, int max_frames) {
   mark_cframes(l, tstate, py);
 }
 
-// The thread state holding the GIL, 0 if none or unknown.
 // Where a thread's innermost run of Python frames entered the eval loop: an
 // address on its C stack (the lower, the deeper); 0 where unknown (3.9/3.10,
 // or no frames).
@@ -241,15 +240,23 @@ uintptr_t innermost_entry(const PyThread& t) {
 // where each entered the eval loop on the C stack; otherwise left as they
 // were (the first is the one shown).
 void merge_interpreters(PythonCapture* out, Arena* arena) {
+  // A thread state left out of the list (past max_threads) may be a part:
+  // a merge without it would drop its frames in silence.
+  if (out->threads_total > out->nthreads) return;
+  constexpr int kMaxParts = 8;
   for (int i = 0; i < out->nthreads; ++i) {
     PyThread& first = out->threads[i];
     if (first.native_tid == 0) continue;
-    int parts[8];
+    int parts[kMaxParts];
     int nparts = 0, total = 0;
     bool whole = true;
-    for (int k = i; k < out->nthreads && nparts < 8; ++k) {
+    for (int k = i; k < out->nthreads; ++k) {
       const PyThread& t = out->threads[k];
       if (t.native_tid != first.native_tid) continue;
+      if (nparts == kMaxParts) {  // more nested interpreters than kept: as they were
+        whole = false;
+        break;
+      }
       parts[nparts++] = k;
       total += t.nframes;
       whole = whole && t.nframes == t.frames_total && !t.error &&
@@ -281,7 +288,18 @@ void merge_interpreters(PythonCapture* out, Arena* arena) {
       merged.holds_gil = merged.holds_gil || t.holds_gil;
     }
     // The merged entry where the first part was; the others leave the list.
-    out->threads[i] = merged;
+    // Its frame count last, so a jump out of the phase (a fault, the
+    // watchdog) in between leaves a count that fits its frames.
+    PyThread& dst = out->threads[i];
+    dst.nframes = 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    dst.frames = merged.frames;
+    dst.frames_total = merged.frames_total;
+    dst.holds_gil = merged.holds_gil;
+    dst.thread_id = merged.thread_id;
+    dst.error = merged.error;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    dst.nframes = merged.nframes;
     int kept = i + 1;
     for (int k = i + 1; k < out->nthreads; ++k) {
       bool part = false;
@@ -292,6 +310,7 @@ void merge_interpreters(PythonCapture* out, Arena* arena) {
   }
 }
 
+// The thread state holding the GIL, 0 if none or unknown.
 uintptr_t gil_holder(const Runtime& rt, uintptr_t interp) {
   const PyLayout& l = rt.layout;
   uintptr_t gil = 0;
