@@ -263,6 +263,31 @@ std::vector<Hint> match_hints(const json& report) {
     Hint h;
     if (apply(p, e, &h)) hints.push_back(std::move(h));
   }
+  // A handler in front of faultline's raised the fault again: UCX's, where
+  // the job loaded it (torch builds with UCX do), prints its own backtrace
+  // first and is the reason the report says so.
+  const json* sig = find(report, "signal");
+  const json* rr = sig ? find(*sig, "reraised") : nullptr;
+  const json* modules = find(report, "modules");
+  if (rr && modules && modules->is_array()) {
+    for (const json& m : *modules) {
+      std::string path = str_field(m, "path");
+      if (path.find("/libucs.so") == std::string::npos) continue;
+      Hint h;
+      h.id = "ucx.error-handler";
+      h.title =
+          "UCX's error handler ran before faultline's: it printed its own backtrace, raised the "
+          "fault again and returned; the report describes the original fault";
+      h.evidence = {fmt::format("signal.reraised: {} ({}) sent by the process itself",
+                                str_field(*rr, "name"), str_field(*rr, "code_name")),
+                    "modules: " + path};
+      h.advice = {
+          "UCX_HANDLE_ERRORS=none leaves crash handling to faultline alone (one report, "
+          "no second backtrace on stderr)."};
+      hints.push_back(std::move(h));
+      break;
+    }
+  }
   // Dynamo frames on the stack support the repeated-compile hint too.
   if (!hints.empty() && hints.front().id == "torch.repeated-compile") {
     for (const Hint& h : hints) {
