@@ -320,8 +320,11 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
       CachedName& slot =
           cache[(b.name * 2654435761u + static_cast<uint32_t>(b.table)) % kCacheSlots];
       if (slot.table == b.table && slot.offset == b.name && slot.name) {
-        frame->symbol = slot.name;
+        // The offset first: a jump out of the phase between the two leaves
+        // no symbol with another's offset.
         frame->symbol_offset = (frame->pc - module.bias) - b.value;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        frame->symbol = slot.name;
         continue;
       }
       static char name[kMaxSymbolName];
@@ -347,8 +350,10 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
         }
       }
       if (got == 0) continue;
-      frame->symbol = arena->dup(name, got);
+      const char* named = arena->dup(name, got);
       frame->symbol_offset = (frame->pc - module.bias) - b.value;
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      frame->symbol = named;
       slot = {b.table, b.name, frame->symbol};
     }
     next_frame = end;
