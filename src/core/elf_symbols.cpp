@@ -174,6 +174,14 @@ void recheck_sigreturn(const SymTab* tabs, int ntabs, NativeFrame** frames, Best
 // Returns an open descriptor or -1.
 constexpr char kDebugIdDir[] = "/usr/lib/debug/.build-id/";
 
+// The offset first: a jump out of the phase (a fault, the watchdog) between
+// the two stores leaves no name with another symbol's offset.
+void name_frame(NativeFrame* frame, const char* symbol, uint64_t offset) {
+  frame->symbol_offset = offset;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  frame->symbol = symbol;
+}
+
 int open_debug_file(const Module& module) {
   if (module.build_id_len < 2 || module.build_id_len > sizeof module.build_id) return -1;
   static const char kHex[] = "0123456789abcdef";
@@ -320,11 +328,7 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
       CachedName& slot =
           cache[(b.name * 2654435761u + static_cast<uint32_t>(b.table)) % kCacheSlots];
       if (slot.table == b.table && slot.offset == b.name && slot.name) {
-        // The offset first: a jump out of the phase between the two leaves
-        // no symbol with another's offset.
-        frame->symbol_offset = (frame->pc - module.bias) - b.value;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        frame->symbol = slot.name;
+        name_frame(frame, slot.name, (frame->pc - module.bias) - b.value);
         continue;
       }
       static char name[kMaxSymbolName];
@@ -350,10 +354,7 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
         }
       }
       if (got == 0) continue;
-      const char* named = arena->dup(name, got);
-      frame->symbol_offset = (frame->pc - module.bias) - b.value;
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      frame->symbol = named;
+      name_frame(frame, arena->dup(name, got), (frame->pc - module.bias) - b.value);
       slot = {b.table, b.name, frame->symbol};
     }
     next_frame = end;

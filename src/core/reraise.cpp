@@ -153,9 +153,8 @@ void make_exact(Capture* c, NativeFrame* f) {
 // protection fault, which names no address, is never rebuilt this way.
 bool recover_returned(Capture* c, const ThreadCapture& t) {
   const greg_t* g = c->uc.uc_mcontext.gregs;
-  if (c->info.si_code != SI_TKILL) return false;
-  if (t.nframes < 1 || static_cast<uintptr_t>(g[REG_RIP]) != t.frames[0].pc) return false;
   const uintptr_t pc = static_cast<uintptr_t>(g[REG_RIP]);
+  if (c->info.si_code != SI_TKILL || t.nframes < 1 || pc != t.frames[0].pc) return false;
   uint8_t code[16];
   size_t n = sizeof code;
   if (!safe_read(code, pc, n)) {

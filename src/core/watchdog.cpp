@@ -28,6 +28,23 @@ WatchdogState& wd() {
   return g_handler.watchdog;
 }
 
+// What one capture's watchdog has done so far, cleared when it is armed
+// and when it is disarmed (a process that goes on takes later dumps).
+void clear_capture_flags() {
+  wd().phase_abandoned.store(false, std::memory_order_release);
+  wd().jumped.store(false, std::memory_order_release);
+  wd().late_cut.store(false, std::memory_order_release);
+  wd().fired_ns.store(0, std::memory_order_release);
+}
+
+// Leaves the owner's phase for its recovery point, which tells the jump
+// from a fault's by `jumped` (watchdog_took_phase).
+[[noreturn]] void jump_out_of_phase(ThreadState* ts) {
+  wd().jumped.store(true, std::memory_order_release);
+  ts->recover_armed = 0;
+  siglongjmp(ts->recover, 1);
+}
+
 // The current phase's short name ("unwind"), for messages.
 const char* current_phase_id() {
   return phase_info(g_handler.phase.load(std::memory_order_acquire)).id;
@@ -77,11 +94,9 @@ void watchdog_expired(int, siginfo_t* info, void*) {
     ThreadState* ts = thread_state_find();
     if (!wd().phase_abandoned.load(std::memory_order_acquire) && ts && ts->recover_armed) {
       wd().phase_abandoned.store(true, std::memory_order_release);
-      wd().jumped.store(true, std::memory_order_release);
       raw_log("faultline: watchdog: capture phase \"", phase,
               "\" took too long; writing the report without the rest of it\n");
-      ts->recover_armed = 0;
-      siglongjmp(ts->recover, 1);
+      jump_out_of_phase(ts);
     }
     return;  // writing the report: let it finish within the grace period
   }
@@ -110,9 +125,7 @@ void watchdog_expired(int, siginfo_t* info, void*) {
       raw_log("faultline: watchdog: capture phase \"", phase,
               "\" ran past the grace period; writing the report without the rest of it\n");
       alarm(kWatchdogGraceSeconds);
-      wd().jumped.store(true, std::memory_order_release);
-      ts->recover_armed = 0;
-      siglongjmp(ts->recover, 1);
+      jump_out_of_phase(ts);
     }
   }
   wd().stage.store(WatchdogStage::kSecond, std::memory_order_release);
@@ -162,10 +175,7 @@ void arm_watchdog(int seconds) {
   wd().owner.store(sys_gettid(), std::memory_order_release);
   wd().stage.store(WatchdogStage::kArmed, std::memory_order_release);
   wd().active.store(true, std::memory_order_release);
-  wd().phase_abandoned.store(false, std::memory_order_release);
-  wd().jumped.store(false, std::memory_order_release);
-  wd().late_cut.store(false, std::memory_order_release);
-  wd().fired_ns.store(0, std::memory_order_release);
+  clear_capture_flags();
   wd().program_timer = {};
   syscall(SYS_getitimer, ITIMER_REAL, &wd().program_timer);
   wd().armed_ns = monotonic_ns();
@@ -196,10 +206,7 @@ void disarm_watchdog(int seconds) {
   // dump, which arms no watchdog, must not find this one fired and skip
   // every phase.
   wd().stage.store(WatchdogStage::kArmed, std::memory_order_release);
-  wd().phase_abandoned.store(false, std::memory_order_release);
-  wd().jumped.store(false, std::memory_order_release);
-  wd().late_cut.store(false, std::memory_order_release);
-  wd().fired_ns.store(0, std::memory_order_release);
+  clear_capture_flags();
 }
 
 bool watchdog_fired() {

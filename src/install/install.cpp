@@ -362,6 +362,10 @@ bool g_argv_from_constructor = false;
 // way said on stderr at start: the preload ignores what install returns, so
 // a refused arena was crash reports off without a word.
 bool init_arena(size_t want) {
+  auto why = [](int e) {
+    const char* name = strerrorname_np(e);
+    return name ? name : "?";
+  };
   int err = 0;
   for (size_t bytes = want; bytes >= (size_t{1} << 20); bytes /= 2) {
     if (g_crash.arena.init(bytes)) {
@@ -369,7 +373,7 @@ bool init_arena(size_t want) {
         char msg[160];
         StrBuf m(msg, sizeof msg);
         m.add("faultline: the crash arena of ").add_dec(static_cast<int64_t>(want >> 20));
-        m.add(" MiB could not be mapped (").add(strerrorname_np(err) ? strerrorname_np(err) : "?");
+        m.add(" MiB could not be mapped (").add(why(err));
         m.add(", ulimit -v?); using ").add_dec(static_cast<int64_t>(bytes >> 20)).add(" MiB\n");
         raw_log(msg);
       }
@@ -377,8 +381,7 @@ bool init_arena(size_t want) {
     }
     err = errno;
   }
-  raw_log("faultline: no crash arena could be mapped (",
-          strerrorname_np(err) ? strerrorname_np(err) : "?",
+  raw_log("faultline: no crash arena could be mapped (", why(err),
           ", ulimit -v?): crash reports are off\n");
   return false;
 }
