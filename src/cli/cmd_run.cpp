@@ -23,6 +23,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/report_input.h"
@@ -61,20 +62,29 @@ std::string signal_name(int sig) {
   return abbrev ? std::string("SIG") + abbrev : fmt::format("signal {}", sig);
 }
 
-// FAULTLINE_SIGNALS as the library reads it ("SEGV,BUS 7"): empty when
-// every signal is one it can take (1-63, not SIGKILL or SIGSTOP), else why
-// not. Checked here so that `run` stops with the reason instead of the
-// library warning at start and handling its default set.
-std::string bad_signal_list(const std::string& list) {
+// The words of FAULTLINE_SIGNALS as the library splits it ("SEGV,BUS 7").
+std::vector<std::string> signal_words(const std::string& list) {
+  std::vector<std::string> words;
   std::string word;
-  int count = 0;
   for (size_t i = 0; i <= list.size(); ++i) {
     char c = i < list.size() ? list[i] : ',';
     if (c != ',' && c != ' ') {
       word += c;
-      continue;
+    } else if (!word.empty()) {
+      words.push_back(std::move(word));
+      word.clear();
     }
-    if (word.empty()) continue;
+  }
+  return words;
+}
+
+// Empty when every signal of the list is one the library can take (1-63,
+// not SIGKILL or SIGSTOP), else why not. Checked here so that `run` stops
+// with the reason instead of the library warning at start and handling its
+// default set.
+std::string bad_signal_list(const std::string& list) {
+  std::vector<std::string> words = signal_words(list);
+  for (const std::string& word : words) {
     int s = parse_signal(word);
     if (s == 0) return fmt::format("unknown signal \"{}\"", report::escape_controls(word));
     if (s == SIGKILL || s == SIGSTOP) {
@@ -84,23 +94,15 @@ std::string bad_signal_list(const std::string& list) {
       return fmt::format("{}: signal 64 (SIGRTMAX) cannot be used: the library takes 1 to 63",
                          word);
     }
-    ++count;
-    word.clear();
   }
-  return count ? std::string() : "no signal named";
+  return words.empty() ? "no signal named" : std::string();
 }
 
 // Empty when no signal of the list is the thread signal or the dump signal
 // (0: none), else which clashes.
 std::string signal_list_clash(const std::string& list, int thread, int dump) {
-  std::string word;
-  for (size_t i = 0; i <= list.size(); ++i) {
-    char c = i < list.size() ? list[i] : ',';
-    if (c != ',' && c != ' ') {
-      word += c;
-      continue;
-    }
-    int s = word.empty() ? 0 : parse_signal(word);
+  for (const std::string& word : signal_words(list)) {
+    int s = parse_signal(word);
     if (s > 0 && s == thread) {
       return fmt::format("{} is the thread signal (FAULTLINE_THREAD_SIGNAL)",
                          report::escape_controls(word));
@@ -109,7 +111,6 @@ std::string signal_list_clash(const std::string& list, int thread, int dump) {
       return fmt::format("{} is the dump signal (--dump-signal, or --no-dump)",
                          report::escape_controls(word));
     }
-    word.clear();
   }
   return {};
 }
