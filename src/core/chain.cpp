@@ -5,6 +5,7 @@
 #include "core/crash.h"
 #include "core/sigaction_real.h"
 #include "core/signals.h"
+#include "core/start_text.h"
 #include "core/sys.h"
 
 namespace faultline::core {
@@ -52,7 +53,7 @@ bool chain(int signo, siginfo_t* info) {
   return prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN;
 }
 
-HandlerFn handler_fn(const struct sigaction& a) {
+FAULTLINE_START_TEXT HandlerFn handler_fn(const struct sigaction& a) {
   bool siginfo = (a.sa_flags & SA_SIGINFO) != 0;
   return {siginfo ? reinterpret_cast<uintptr_t>(a.sa_sigaction)
                   : reinterpret_cast<uintptr_t>(a.sa_handler),

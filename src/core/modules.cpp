@@ -10,6 +10,7 @@
 #include "core/elf_source.h"
 #include "core/module_snapshot.h"
 #include "core/safe_read.h"
+#include "core/start_text.h"
 #include "core/str.h"
 #include "core/sys.h"
 
@@ -234,7 +235,7 @@ int open_module_file(const Module& m, bool* replaced) {
   return fd;
 }
 
-void modules_init() {
+FAULTLINE_START_TEXT void modules_init() {
   // getauxval only reads what libc saved at start: no system call.
   const char* execfn = reinterpret_cast<const char*>(getauxval(AT_EXECFN));
   g_execfn = execfn ? execfn : "";

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "core/fd_identity.h"
+#include "core/start_text.h"
 #include "core/str.h"
 
 namespace faultline::core {
@@ -36,7 +37,7 @@ FdIdentity g_stderr_dup_id = {0, 0, false};
 
 }  // namespace
 
-void stderr_remember() {
+FAULTLINE_START_TEXT void stderr_remember() {
   g_stderr_id = fd_identity(2);
   if (g_stderr_id.valid && g_stderr_dup < 0) {
     g_stderr_dup = fcntl(2, F_DUPFD_CLOEXEC, 10);

@@ -1,8 +1,10 @@
 #include "core/str.h"
 
+#include "core/start_text.h"
+
 namespace faultline::core {
 
-size_t str_len(const char* s) {
+FAULTLINE_START_TEXT size_t str_len(const char* s) {
   size_t n = 0;
   while (s && s[n]) ++n;
   return n;
@@ -40,7 +42,7 @@ const char* str_find(const char* s, size_t n, const char* needle) {
   return nullptr;
 }
 
-size_t str_copy_n(char* dst, size_t dst_size, const char* src, size_t n) {
+FAULTLINE_START_TEXT size_t str_copy_n(char* dst, size_t dst_size, const char* src, size_t n) {
   if (dst_size == 0) return 0;
   size_t i = 0;
   while (src && i < n && i + 1 < dst_size && src[i]) {
@@ -51,7 +53,7 @@ size_t str_copy_n(char* dst, size_t dst_size, const char* src, size_t n) {
   return i;
 }
 
-size_t str_copy(char* dst, size_t dst_size, const char* src) {
+FAULTLINE_START_TEXT size_t str_copy(char* dst, size_t dst_size, const char* src) {
   return str_copy_n(dst, dst_size, src, static_cast<size_t>(-1));
 }
 

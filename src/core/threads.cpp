@@ -17,6 +17,7 @@
 #include "core/recover.h"
 #include "core/safe_read.h"
 #include "core/sigaction_real.h"
+#include "core/start_text.h"
 #include "core/str.h"
 #include "core/sys.h"
 #include "core/unwind.h"
@@ -516,7 +517,7 @@ void reclaim_signal(CaptureErrors* errors) {
       "(FAULTLINE_THREAD_SIGNAL); put back, the program's handler still gets its own signals");
 }
 
-void threads_init(int signo) {
+FAULTLINE_START_TEXT void threads_init(int signo) {
   g_pid = sys_getpid();
   if (signo == g_signo || (signo <= 0 && g_signo <= 0)) return;
   threads_uninstall();  // a second install that asks for another signal, or none
@@ -526,7 +527,7 @@ void threads_init(int signo) {
   if (real_sigaction(signo, &sa, &g_previous_slots[0]) == 0) g_signo = signo;
 }
 
-void threads_uninstall() {
+FAULTLINE_START_TEXT void threads_uninstall() {
   // Only if ours is still the handler: never over one the program set since.
   struct sigaction cur;
   if (g_signo > 0 && real_sigaction(g_signo, nullptr, &cur) == 0 && is_ours(cur)) {

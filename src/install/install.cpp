@@ -469,6 +469,10 @@ extern char PyUnicode_Type __attribute__((weak));
 // std::set_terminate, in the C++ runtime. Weak: 0 when no module in the
 // global scope defines it. Only its address is used.
 void _ZSt13set_terminatePFvvE() __attribute__((weak));
+// glibc's registration of fork handlers, which pthread_atfork calls with
+// the calling object's handle (unregistered when the object is unloaded).
+int __register_atfork(void (*prepare)(), void (*parent)(), void (*child)(), void* dso_handle);
+extern void* __dso_handle;
 
 int faultline_install(const faultline_options* caller) {
   // The caller's struct in this library's layout (install/options.h).
@@ -566,8 +570,11 @@ int faultline_install(const faultline_options* caller) {
   g_crash.pid = sys_getpid();
   static bool atfork_done = false;
   if (!atfork_done) {
-    atfork_done = pthread_atfork(module_snapshot_before_fork, module_snapshot_after_fork_parent,
-                                 atfork_child) == 0;
+    // What pthread_atfork does (it is a stub linked into each library from
+    // libc_nonshared.a), called directly: the stub sits at the end of this
+    // library's text, a page fault of its own at every start-up.
+    atfork_done = __register_atfork(module_snapshot_before_fork, module_snapshot_after_fork_parent,
+                                    atfork_child, &__dso_handle) == 0;
   }
   reserve_fds();
   threads_init(cfg->thread_signal);
@@ -588,8 +595,11 @@ int faultline_install(const faultline_options* caller) {
   g_stay_in_front = opts->stay_in_front != 0;
   if (!g_argv_from_constructor) read_cmdline(cfg);
   if (cfg->start_sec == 0) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    // The system call, not the vDSO: a program's first clock_gettime
+    // through the vDSO faults in libc's page and the vDSO's two data pages
+    // (~35 us of a C program's start on a virtual machine; this is ~1 us).
+    struct timespec ts = {};
+    syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts);
     cfg->start_sec = ts.tv_sec;
     cfg->start_nsec = ts.tv_nsec;
   }
