@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <time.h>
 
+#include "core/start_text.h"
 #include "core/str.h"
 #include "core/sys.h"
 #include "core/thread_state.h"
@@ -272,7 +273,7 @@ int thread_annotation_set(const char* key, const char* value) {
   return table_set(t->slots, nullptr, key, value);
 }
 
-void thread_annotations_after_fork() {
+FAULTLINE_START_TEXT void thread_annotations_after_fork() {
   // Only the forking thread lives on, under a new id: keep its set.
   if (__atomic_load_n(&g_probe_limit, __ATOMIC_ACQUIRE) == 0) return;  // never used
   uintptr_t self = thread_pointer();

@@ -26,6 +26,7 @@
 #include "core/report_file.h"
 #include "core/sigaction_real.h"
 #include "core/signals.h"
+#include "core/start_text.h"
 #include "core/stderr_summary.h"
 #include "core/str.h"
 #include "core/sys.h"
@@ -55,6 +56,11 @@ SecondaryCrash g_secondary[kMaxSecondary];
 volatile int g_nsecondary = 0;
 
 namespace {
+
+// Set before the first claim of a crash or a dump. Until then g_handler is
+// as constant-initialized, and a fork child leaves its page alone: writing
+// it was a page fault in every fork child.
+bool g_claim_tried = false;
 
 struct OwnerWork {
   int signo;
@@ -236,6 +242,7 @@ bool report_crash(int signo, siginfo_t* info, void* ucv) {
   int limit_ms = cfg.watchdog_seconds > 0
                      ? (cfg.watchdog_seconds + kWatchdogGraceSeconds * 2 + 2) * 1000
                      : 60 * 1000;
+  __atomic_store_n(&g_claim_tried, true, __ATOMIC_RELAXED);
   int report_gen = g_handler.report_gen.load(std::memory_order_acquire);
   for (int waited_ms = 0;; ++waited_ms) {
     pid_t expected = 0;
@@ -285,6 +292,7 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
   // A dump asked for while another is being written waits for it (this
   // thread still answers the other dump's stack request meanwhile); a crash
   // in progress wins.
+  __atomic_store_n(&g_claim_tried, true, __ATOMIC_RELAXED);
   for (int waited_ms = 0;; ++waited_ms) {
     pid_t expected = 0;
     if (g_handler.owner.compare_exchange_strong(expected, self | kDumpBit,
@@ -322,12 +330,13 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
   errno = saved_errno;
 }
 
-void reset_ownership_after_fork() {
+FAULTLINE_START_TEXT void reset_ownership_after_fork() {
+  if (g_nsecondary != 0) g_nsecondary = 0;
+  if (!__atomic_load_n(&g_claim_tried, __ATOMIC_RELAXED)) return;
   g_handler.claimed_ns = 0;
   g_handler.owner.store(0, std::memory_order_relaxed);
   g_handler.writer.store(Writer::kNobody, std::memory_order_relaxed);
   g_handler.deferred_signal.store(0, std::memory_order_relaxed);
-  g_nsecondary = 0;
   g_handler.signo.store(0, std::memory_order_relaxed);
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/module_snapshot_data.h"
 #include "core/safe_read.h"
+#include "core/start_text.h"
 
 namespace faultline::core {
 namespace snapshot {
@@ -39,8 +40,14 @@ bool reading() {
   return false;
 }
 
-void clear_readers() {
-  for (int i = 0; i < kMaxReaders; ++i) __atomic_store_n(&g_readers[i], 0, __ATOMIC_SEQ_CST);
+FAULTLINE_START_TEXT void clear_readers() {
+  // Only the slots in use: a fork child then copies no page of a table that
+  // nobody read.
+  for (int i = 0; i < kMaxReaders; ++i) {
+    if (__atomic_load_n(&g_readers[i], __ATOMIC_SEQ_CST) != 0) {
+      __atomic_store_n(&g_readers[i], 0, __ATOMIC_SEQ_CST);
+    }
+  }
 }
 
 }  // namespace snapshot

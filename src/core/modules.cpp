@@ -270,7 +270,7 @@ FAULTLINE_START_TEXT void modules_init() {
     __atomic_store_n(&g_exe_via_loader, via_loader, __ATOMIC_RELEASE);
 }
 
-void modules_reset_after_fork() {
+FAULTLINE_START_TEXT void modules_reset_after_fork() {
   // The thread that was reading the path is not in the child.
   int reading = 1;
   __atomic_compare_exchange_n(&g_exe_path_state, &reading, 0, false, __ATOMIC_ACQ_REL,

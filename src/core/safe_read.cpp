@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/fd_identity.h"
+#include "core/start_text.h"
 #include "core/sys.h"
 #include "core/thread_state.h"
 
@@ -193,7 +194,7 @@ void safe_read_pin_pid(pid_t pid) {
   g_pinned_pid = pid;
 }
 
-void safe_read_reset_after_fork() {
+FAULTLINE_START_TEXT void safe_read_reset_after_fork() {
   g_pinned_pid = 0;
   if (g_pipe[0] >= 0) {
     close(g_pipe[0]);

@@ -4,12 +4,24 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/crash.h"
+#include "core/start_text.h"
 #include "core/sys.h"
 
 namespace faultline::core {
 namespace {
 
 ThreadState g_states[kMaxThreadStates];
+
+// The page of the table that entry `at`'s id is on, counted from the page
+// the table starts on (it need not start a page): 0 to 208.
+unsigned tid_page(unsigned at) {
+  return static_cast<unsigned>((reinterpret_cast<uintptr_t>(&g_states[at].tid) >> 12) -
+                               (reinterpret_cast<uintptr_t>(g_states) >> 12));
+}
+constexpr unsigned kTablePages = sizeof g_states / 4096 + 1;
+static_assert(kTablePages <= sizeof g_crash.thread_state_pages * 8,
+              "a bit for each page of the thread-state table");
 
 int home(pid_t tid) {
   return static_cast<int>(static_cast<unsigned>(tid) % kMaxThreadStates);
@@ -21,6 +33,11 @@ ThreadState* take(ThreadState* s, pid_t from, pid_t tid) {
     // Taken for this very thread by a signal handler that interrupted
     // this claim: the same entry, not a second one.
     return from == tid ? s : nullptr;
+  }
+  if (from == 0) {
+    unsigned page = tid_page(static_cast<unsigned>(s - g_states));
+    __atomic_fetch_or(&g_crash.thread_state_pages[page / 64], uint64_t{1} << (page % 64),
+                      __ATOMIC_RELEASE);
   }
   s->recover_armed = 0;
   s->secondary_uc = nullptr;
@@ -75,8 +92,23 @@ ThreadState* thread_state(pid_t tid) {
   return got;
 }
 
-void thread_state_reset_after_fork() {
-  for (ThreadState& s : g_states) __atomic_store_n(&s.tid, 0, __ATOMIC_RELEASE);
+FAULTLINE_START_TEXT void thread_state_reset_after_fork() {
+  // Only the entries on pages that ever held a taken one: the others are
+  // free, and reading their pages would fault them in.
+  uint64_t pages[sizeof g_crash.thread_state_pages / 8];
+  bool any = false;
+  for (unsigned w = 0; w < sizeof pages / 8; ++w) {
+    pages[w] = __atomic_load_n(&g_crash.thread_state_pages[w], __ATOMIC_ACQUIRE);
+    any = any || pages[w] != 0;
+  }
+  if (!any) return;
+  for (unsigned at = 0; at < kMaxThreadStates; ++at) {
+    unsigned page = tid_page(at);
+    if (!(pages[page / 64] >> (page % 64) & 1)) continue;
+    if (__atomic_load_n(&g_states[at].tid, __ATOMIC_ACQUIRE) != 0) {
+      __atomic_store_n(&g_states[at].tid, 0, __ATOMIC_RELEASE);
+    }
+  }
 }
 
 }  // namespace faultline::core

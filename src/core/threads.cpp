@@ -202,6 +202,9 @@ struct Chaining {
 };
 constexpr int kChainingSlots = 256;
 Chaining g_chaining[kChainingSlots];
+// Whether a slot was ever taken: a fork child resets the slots only then
+// (two pages written in every fork child otherwise).
+bool g_chaining_used = false;
 
 // True when sp lies on the signal stack ss (of this thread, now).
 bool on_stack(const stack_t& ss, uintptr_t sp) {
@@ -237,6 +240,7 @@ __attribute__((noinline)) bool enter_chaining(Chaining** mine, pid_t* self_out) 
       if (owner != 0 && (pass == 0 || !thread_is_gone(owner))) continue;
       if (__atomic_compare_exchange_n(&g_chaining[i].tid, &owner, self, false, __ATOMIC_ACQ_REL,
                                       __ATOMIC_RELAXED)) {
+        __atomic_store_n(&g_chaining_used, true, __ATOMIC_RELAXED);
         *mine = &g_chaining[i];
       }
     }
@@ -448,15 +452,22 @@ void threads_abort_capture() {
   g_nrequests = 0;
 }
 
-void threads_reset_after_fork() {
+FAULTLINE_START_TEXT void threads_reset_after_fork() {
   g_pid = sys_getpid();
   g_active.store(false, std::memory_order_relaxed);
   g_nrequests = 0;
   g_inflight.store(0, std::memory_order_relaxed);
   g_answered.store(0, std::memory_order_relaxed);
-  g_next_ask.store(kMaxRequests, std::memory_order_relaxed);
-  g_asked_count = 1;
-  for (Chaining& e : g_chaining) __atomic_store_n(&e.tid, 0, __ATOMIC_RELAXED);
+  // In .data, whose page a fork child need not copy when it is unchanged.
+  if (g_next_ask.load(std::memory_order_relaxed) != kMaxRequests) {
+    g_next_ask.store(kMaxRequests, std::memory_order_relaxed);
+  }
+  if (g_asked_count != 1) g_asked_count = 1;  // .data too
+  if (!__atomic_load_n(&g_chaining_used, __ATOMIC_RELAXED)) return;
+  for (Chaining& e : g_chaining) {
+    if (__atomic_load_n(&e.tid, __ATOMIC_RELAXED) != 0)
+      __atomic_store_n(&e.tid, 0, __ATOMIC_RELAXED);
+  }
 }
 
 bool threads_quiet(int timeout_ms) {

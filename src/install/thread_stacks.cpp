@@ -35,6 +35,11 @@ constexpr size_t kThreadAltStack = 64u << 10;
 CreateFn g_real_create = nullptr;
 pthread_key_t g_key;
 bool g_key_made = false;
+// Whether any thread got a stack of its own: until then a fork child has
+// none to register, and does not call pthread_getspecific (its first call,
+// bound lazily, was half a dozen page faults of the loader's in every fork
+// child of a program without threads).
+bool g_own_stacks = false;
 
 struct OwnStack {
   void* map;
@@ -105,11 +110,12 @@ void ensure_thread_altstack() {
     free(own);
     return;
   }
+  __atomic_store_n(&g_own_stacks, true, __ATOMIC_RELAXED);
   altstack_register(sys_gettid(), ss.ss_sp, ss.ss_size);
 }
 
 void register_altstack_after_fork() {
-  if (!g_key_made) return;
+  if (!g_key_made || !__atomic_load_n(&g_own_stacks, __ATOMIC_RELAXED)) return;
   // The forking thread's own signal stack, under its new id.
   OwnStack* own = static_cast<OwnStack*>(pthread_getspecific(g_key));
   if (own) {
