@@ -19,7 +19,8 @@ unsigned tid_page(unsigned at) {
   return static_cast<unsigned>((reinterpret_cast<uintptr_t>(&g_states[at].tid) >> 12) -
                                (reinterpret_cast<uintptr_t>(g_states) >> 12));
 }
-constexpr unsigned kTablePages = sizeof g_states / 4096 + 1;
+// The last entry's id is at most this many pages past the first page.
+constexpr unsigned kTablePages = (sizeof g_states - sizeof(ThreadState)) / 4096 + 2;
 static_assert(kTablePages <= sizeof g_crash.thread_state_pages * 8,
               "a bit for each page of the thread-state table");
 
@@ -28,16 +29,18 @@ int home(pid_t tid) {
 }
 
 ThreadState* take(ThreadState* s, pid_t from, pid_t tid) {
+  if (from == 0) {
+    // Before the entry is taken: a fork between the two must not leave a
+    // taken entry on a page the child skips.
+    unsigned page = tid_page(static_cast<unsigned>(s - g_states));
+    __atomic_fetch_or(&g_crash.thread_state_pages[page / 64], uint64_t{1} << (page % 64),
+                      __ATOMIC_SEQ_CST);
+  }
   if (!__atomic_compare_exchange_n(&s->tid, &from, tid, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_RELAXED)) {
     // Taken for this very thread by a signal handler that interrupted
     // this claim: the same entry, not a second one.
     return from == tid ? s : nullptr;
-  }
-  if (from == 0) {
-    unsigned page = tid_page(static_cast<unsigned>(s - g_states));
-    __atomic_fetch_or(&g_crash.thread_state_pages[page / 64], uint64_t{1} << (page % 64),
-                      __ATOMIC_RELEASE);
   }
   s->recover_armed = 0;
   s->secondary_uc = nullptr;

@@ -238,9 +238,11 @@ __attribute__((noinline)) bool enter_chaining(Chaining** mine, pid_t* self_out) 
     for (int i = 0; !*mine && i < kChainingSlots; ++i) {
       pid_t owner = __atomic_load_n(&g_chaining[i].tid, __ATOMIC_ACQUIRE);
       if (owner != 0 && (pass == 0 || !thread_is_gone(owner))) continue;
+      // Before the slot is taken: a fork between the two must not leave it
+      // taken in a child that skips the slots.
+      __atomic_store_n(&g_chaining_used, true, __ATOMIC_SEQ_CST);
       if (__atomic_compare_exchange_n(&g_chaining[i].tid, &owner, self, false, __ATOMIC_ACQ_REL,
                                       __ATOMIC_RELAXED)) {
-        __atomic_store_n(&g_chaining_used, true, __ATOMIC_RELAXED);
         *mine = &g_chaining[i];
       }
     }

@@ -472,7 +472,7 @@ void _ZSt13set_terminatePFvvE() __attribute__((weak));
 // glibc's registration of fork handlers, which pthread_atfork calls with
 // the calling object's handle (unregistered when the object is unloaded).
 int __register_atfork(void (*prepare)(), void (*parent)(), void (*child)(), void* dso_handle);
-extern void* __dso_handle;
+extern void* __dso_handle __attribute__((visibility("hidden")));
 
 int faultline_install(const faultline_options* caller) {
   // The caller's struct in this library's layout (install/options.h).
@@ -598,8 +598,10 @@ int faultline_install(const faultline_options* caller) {
     // The system call, not the vDSO: a program's first clock_gettime
     // through the vDSO faults in libc's page and the vDSO's two data pages
     // (~35 us of a C program's start on a virtual machine; this is ~1 us).
+    // The vDSO where the call is refused (a seccomp filter written for
+    // programs that never make it).
     struct timespec ts = {};
-    syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts);
+    if (syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts) != 0) clock_gettime(CLOCK_REALTIME, &ts);
     cfg->start_sec = ts.tv_sec;
     cfg->start_nsec = ts.tv_nsec;
   }
