@@ -9,6 +9,16 @@ namespace {
 constexpr int kMaxRemember = 4;  // DW_CFA_remember_state depth
 
 // ---- the row cache ----------------------------------------------------------
+//
+// Entries are handed out in order from a pool, and a small index maps a
+// lookup address to its entry. A capture's rows then fill the pool's pages
+// one after another: a Python job's first capture computes ~40 rows, which
+// hashed straight into a 640 KiB table were ~26 page faults (~0.3 ms, a
+// first touch of a page each, in the crashing thread's own unwind); here
+// they are 3 pages of the pool and the index's. Every capture starts a new
+// generation (its module list), and with it the pool starts again from its
+// first entry: the index is not cleared, an index slot whose entry holds
+// another key or generation is a miss to a lookup and free to an insert.
 
 struct CacheEntry {
   volatile uint32_t seq;  // odd while written
@@ -16,12 +26,27 @@ struct CacheEntry {
   uintptr_t key;
   Row row;
 };
-constexpr int kCacheSize = 2048;
-CacheEntry g_cache[kCacheSize];
+constexpr uint32_t kPoolSize = 2048;
+constexpr uint32_t kIndexSize = 4096;  // slots: entry number + 1, 0 if never used
+constexpr uint32_t kProbes = 8;
+CacheEntry g_pool[kPoolSize];
+uint16_t g_index[kIndexSize];
+static_assert(kPoolSize < 65536, "entry numbers fit the index's slots");
+uint32_t g_pool_next;  // the next entry to hand out (past kPoolSize: full)
 volatile uint32_t g_generation = 1;
 
-size_t cache_slot(uintptr_t key) {
-  return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 53) & (kCacheSize - 1);
+uint32_t index_home(uintptr_t key) {
+  return static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ull) >> 52) & (kIndexSize - 1);
+}
+
+// The entry's row if it holds key in generation gen (read under its seq).
+bool entry_get(CacheEntry& e, uintptr_t key, uint32_t gen, Row* out) {
+  uint32_t s1 = __atomic_load_n(&e.seq, __ATOMIC_ACQUIRE);
+  if (s1 & 1) return false;
+  if (e.gen != gen || e.key != key) return false;
+  __builtin_memcpy(out, &e.row, sizeof *out);
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  return __atomic_load_n(&e.seq, __ATOMIC_RELAXED) == s1 && e.key == key && e.gen == gen;
 }
 
 // ---- tables -------------------------------------------------------------------
@@ -318,31 +343,56 @@ bool run_program(const Stream& via, uintptr_t insns, uintptr_t end, const Cie& c
 }  // namespace
 
 bool row_cache_get(uintptr_t key, Row* out) {
-  CacheEntry& e = g_cache[cache_slot(key)];
-  uint32_t s1 = __atomic_load_n(&e.seq, __ATOMIC_ACQUIRE);
-  if (s1 & 1) return false;
-  uint32_t gen = __atomic_load_n(&g_generation, __ATOMIC_RELAXED);
-  if (e.gen != gen || e.key != key) return false;
-  __builtin_memcpy(out, &e.row, sizeof *out);
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  return __atomic_load_n(&e.seq, __ATOMIC_RELAXED) == s1 && e.key == key && e.gen == gen;
+  uint32_t gen = __atomic_load_n(&g_generation, __ATOMIC_ACQUIRE);
+  uint32_t home = index_home(key);
+  for (uint32_t i = 0; i < kProbes; ++i) {
+    uint32_t id = __atomic_load_n(&g_index[(home + i) & (kIndexSize - 1)], __ATOMIC_ACQUIRE);
+    if (id == 0) return false;  // never used: the key was never put past it
+    if (id <= kPoolSize && entry_get(g_pool[id - 1], key, gen, out)) return true;
+  }
+  return false;
 }
 
 void row_cache_put(uintptr_t key, const Row& row) {
-  CacheEntry& e = g_cache[cache_slot(key)];
+  uint32_t gen = __atomic_load_n(&g_generation, __ATOMIC_ACQUIRE);
+  uint32_t n = __atomic_fetch_add(&g_pool_next, 1, __ATOMIC_ACQ_REL);
+  if (n >= kPoolSize) return;  // full until the next generation
+  CacheEntry& e = g_pool[n];
   uint32_t s = __atomic_load_n(&e.seq, __ATOMIC_ACQUIRE);
   if ((s & 1) ||
       !__atomic_compare_exchange_n(&e.seq, &s, s + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-    return;  // another thread is writing it: skip, never wait
+    return;  // a writer of an earlier generation still has it: skip, never wait
   }
   e.key = key;
-  e.gen = __atomic_load_n(&g_generation, __ATOMIC_RELAXED);
+  e.gen = gen;
   __builtin_memcpy(&e.row, &row, sizeof row);
   __atomic_store_n(&e.seq, s + 2, __ATOMIC_RELEASE);
+  // Into the first index slot near the key's home that is unused or whose
+  // entry is of another generation or key (a stale one).
+  auto id = static_cast<uint16_t>(n + 1);
+  uint32_t home = index_home(key);
+  for (uint32_t i = 0; i < kProbes; ++i) {
+    uint16_t* slot = &g_index[(home + i) & (kIndexSize - 1)];
+    uint16_t cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (cur != 0 && cur <= kPoolSize) {
+      // Read without its seq: a torn read only costs a miss later (a live
+      // slot taken) or a slot skipped.
+      const CacheEntry& o = g_pool[cur - 1];
+      if (o.gen == gen) {
+        if (o.key == key) return;  // put by another thread meanwhile
+        continue;                  // another key's entry of this generation
+      }
+    }
+    if (__atomic_compare_exchange_n(slot, &cur, id, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+      return;
+    }
+  }
 }
 
 void row_cache_new_generation() {
-  __atomic_fetch_add(&g_generation, 1, __ATOMIC_RELEASE);
+  // The pool starts again; entries of the old generation no longer match.
+  __atomic_fetch_add(&g_generation, 1, __ATOMIC_ACQ_REL);
+  __atomic_store_n(&g_pool_next, 0, __ATOMIC_RELEASE);
 }
 
 CfiStatus find_row(const CfiModule& m, uintptr_t pc, Row* row, CieCache* cache) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/arena.h"
+#include "core/cfi_table.h"
 #include "core/module_snapshot.h"
 #include "core/modules.h"
 #include "core/safe_read.h"
@@ -303,4 +304,46 @@ TEST_CASE("cfi unwinder: a return address follows a call of every length") {
     CAPTURE(c.len);
     CHECK(cfi_follows_call(reinterpret_cast<uintptr_t>(buf + 8)) == c.call);
   }
+}
+
+// The row cache (cfi_table.cpp): a pool handed out in order and an index
+// over it. Rows come back for their key within a generation only, keys
+// whose homes collide are all found, a full pool keeps what it has, and a
+// new generation starts the pool again.
+TEST_CASE("row cache: keys, collisions, a full pool, generations") {
+  using cfi::Row;
+  auto row_for = [](uintptr_t key) {
+    Row r = {};
+    r.cfa_off = static_cast<int64_t>(key * 7 + 1);
+    return r;
+  };
+  cfi_new_generation();
+  Row out;
+  CHECK_FALSE(cfi::row_cache_get(0x1000, &out));
+  cfi::row_cache_put(0x1000, row_for(0x1000));
+  REQUIRE(cfi::row_cache_get(0x1000, &out));
+  CHECK(out.cfa_off == row_for(0x1000).cfa_off);
+  CHECK_FALSE(cfi::row_cache_get(0x1001, &out));
+  // A few thousand keys: more than the pool holds. Every key the cache
+  // says it has comes back with its own row, and the first ones put are
+  // all there (up to the probe limit, keys are not dropped for others).
+  int found = 0, first_found = 0;
+  for (uintptr_t k = 1; k <= 3000; ++k) cfi::row_cache_put(k * 16, row_for(k * 16));
+  for (uintptr_t k = 1; k <= 3000; ++k) {
+    if (cfi::row_cache_get(k * 16, &out)) {
+      CHECK(out.cfa_off == row_for(k * 16).cfa_off);
+      ++found;
+      if (k < 2048) ++first_found;  // the pool holds 2048, one of them 0x1000's
+    }
+  }
+  CHECK(first_found >= 2000);  // a hashed table kept ~60%: later keys evicted them
+  CHECK(found < 3000);         // the pool is full past 2048 entries
+  // A new generation: nothing of the old one, and room again.
+  cfi_new_generation();
+  CHECK_FALSE(cfi::row_cache_get(0x1000, &out));
+  CHECK_FALSE(cfi::row_cache_get(16, &out));
+  cfi::row_cache_put(16, row_for(99));
+  REQUIRE(cfi::row_cache_get(16, &out));
+  CHECK(out.cfa_off == row_for(99).cfa_off);
+  cfi_new_generation();
 }
