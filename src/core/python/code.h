@@ -38,10 +38,26 @@ inline bool read_u64(uintptr_t addr, uint64_t* v) {
   return safe_read_obj(v, addr);
 }
 
-// The code object at `code`, read once per capture: cache holds
-// kCodeCacheSlots entries (nullptr: none; a full cache reuses one scratch
-// entry). On failure the entry's `error` says why.
-const CodeInfo* code_info(const Runtime& rt, const PyLayout& l, Arena* arena, CodeInfo* cache,
+// The code objects of a capture, each read once: entries handed out in
+// order (their pages touched one after another; hashed into a table of
+// 1024 entries, 72 KiB, each new code object was a page fault) and an index
+// of entry numbers (+ 1, 0: free) by the object's address.
+struct CodeCache {
+  uint16_t index[kCodeCacheSlots];
+  CodeInfo* entries;  // kCodeCacheSlots, not zeroed: each is written whole when handed out
+  int used;
+  uintptr_t file_obj;  // the last co_filename decoded, and what it decoded to
+  const char* file;
+};
+static_assert(kCodeCacheSlots < 65536, "entry numbers fit the index");
+
+// Where the cache comes from: nullptr when the arena is short.
+CodeCache* code_cache_new(Arena* arena);
+
+// The code object at `code`, read once per capture (cache nullptr: none; a
+// full cache reuses one scratch entry). On failure the entry's `error`
+// says why.
+const CodeInfo* code_info(const Runtime& rt, const PyLayout& l, Arena* arena, CodeCache* cache,
                           uintptr_t code);
 
 // The instruction offset in bytes a frame is at (negative: not started).

@@ -159,11 +159,21 @@ int locations_line(ByteStream* s, int firstlineno, long offset) {
 
 const char* read_unicode(const PyLayout& l, uintptr_t addr, uintptr_t unicode_type, Arena* arena,
                          TextError* err) {
-  uint8_t hdr[128];
+  return read_unicode_pre(l, addr, nullptr, 0, unicode_type, arena, err);
+}
+
+const char* read_unicode_pre(const PyLayout& l, uintptr_t addr, const uint8_t* pre, size_t got,
+                             uintptr_t unicode_type, Arena* arena, TextError* err) {
+  uint8_t own[128];
   size_t need = static_cast<size_t>(l.str_compact_size + 8);
-  if (addr == 0 || need > sizeof hdr || !safe_read(hdr, addr, need)) {
-    err->what = "string object unreadable";
-    return nullptr;
+  const uint8_t* hdr = pre;
+  if (addr == 0 || !pre || got < need) {
+    if (addr == 0 || need > sizeof own || !safe_read(own, addr, need)) {
+      err->what = "string object unreadable";
+      return nullptr;
+    }
+    hdr = own;
+    got = 0;  // nothing of the characters is here either
   }
   uintptr_t type;
   __builtin_memcpy(&type, hdr + l.ob_type, sizeof type);
@@ -192,15 +202,7 @@ const char* read_unicode(const PyLayout& l, uintptr_t addr, uintptr_t unicode_ty
   long n = length > kMaxStringChars ? kMaxStringChars : static_cast<long>(length);
   char out[kMaxStringChars * 4 + 4];
   size_t o = 0;
-  uint8_t raw[1024];
-  long per_chunk = static_cast<long>(sizeof raw / kind);
-  for (long done = 0; done < n;) {
-    long take = n - done < per_chunk ? n - done : per_chunk;
-    if (!safe_read(raw, data + static_cast<uintptr_t>(done) * kind,
-                   static_cast<size_t>(take) * kind)) {
-      err->what = "str data unreadable";
-      return nullptr;
-    }
+  auto decode = [&](const uint8_t* raw, long take) {
     for (long i = 0; i < take; ++i) {
       uint32_t cp;
       if (kind == 1) {
@@ -214,7 +216,23 @@ const char* read_unicode(const PyLayout& l, uintptr_t addr, uintptr_t unicode_ty
       }
       o += put_utf8(out + o, cp);
     }
-    done += take;
+  };
+  size_t at = data - addr;  // where the characters are in pre, if compact
+  if (compact && got > 0 && at <= got && static_cast<size_t>(n) * kind <= got - at) {
+    decode(pre + at, n);
+  } else {
+    uint8_t raw[1024];
+    long per_chunk = static_cast<long>(sizeof raw / kind);
+    for (long done = 0; done < n;) {
+      long take = n - done < per_chunk ? n - done : per_chunk;
+      if (!safe_read(raw, data + static_cast<uintptr_t>(done) * kind,
+                     static_cast<size_t>(take) * kind)) {
+        err->what = "str data unreadable";
+        return nullptr;
+      }
+      decode(raw, take);
+      done += take;
+    }
   }
   if (n < length) {
     out[o++] = '.';

@@ -26,6 +26,11 @@ struct TextError {
 // with err->what set.
 const char* read_unicode(const PyLayout& l, uintptr_t addr, uintptr_t unicode_type, Arena* arena,
                          TextError* err);
+// The same from bytes already read at addr (pre: got bytes, its header and,
+// for a short compact string, its characters: one read instead of two);
+// what is not there is read. pre may be nullptr (got 0).
+const char* read_unicode_pre(const PyLayout& l, uintptr_t addr, const uint8_t* pre, size_t got,
+                             uintptr_t unicode_type, Arena* arena, TextError* err);
 
 // The line an instruction offset (in bytes; negative: not started) maps to,
 // from the code object's line table (bytes data at table, len bytes).

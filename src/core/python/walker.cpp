@@ -18,9 +18,9 @@ namespace faultline::core {
 namespace {
 
 using python::code_info;
+using python::CodeCache;
 using python::CodeInfo;
 using python::instr_offset;
-using python::kCodeCacheSlots;
 using python::PyLayout;
 using python::read_u64;
 using python::Runtime;
@@ -74,7 +74,7 @@ struct Walk {
   const PyLayout* l;
   Arena* arena;
   CaptureErrors* errors;
-  CodeInfo* cache;  // kCodeCacheSlots, may be nullptr
+  CodeCache* cache;  // may be nullptr
 };
 
 // A per-thread error message, in the arena: "python: thread T: what at 0x..".
@@ -390,7 +390,7 @@ void capture_python(const ModuleTable& modules, Arena* arena, PythonCapture* out
     errors->add("python: arena exhausted before the thread list");
     return;
   }
-  Walk w = {&rt, &rt.layout, arena, errors, arena->alloc_array<CodeInfo>(kCodeCacheSlots)};
+  Walk w = {&rt, &rt.layout, arena, errors, python::code_cache_new(arena)};
   const PyLayout& l = rt.layout;
 
   uint64_t interp = 0;
