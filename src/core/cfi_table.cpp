@@ -16,9 +16,10 @@ constexpr int kMaxRemember = 4;  // DW_CFA_remember_state depth
 // hashed straight into a 640 KiB table were ~26 page faults (~0.3 ms, a
 // first touch of a page each, in the crashing thread's own unwind); here
 // they are 3 pages of the pool and the index's. Every capture starts a new
-// generation (its module list), and with it the pool starts again from its
-// first entry: the index is not cleared, an index slot whose entry holds
-// another key or generation is a miss to a lookup and free to an insert.
+// generation (its module list), and with it the pool and the index start
+// again; an index slot whose entry holds another key or generation (a
+// thread of an earlier capture still at work) is a miss to a lookup and
+// free to an insert.
 
 struct CacheEntry {
   volatile uint32_t seq;  // odd while written
@@ -391,7 +392,13 @@ void row_cache_put(uintptr_t key, const Row& row) {
 
 void row_cache_new_generation() {
   // The pool starts again; entries of the old generation no longer match.
+  // The index is cleared too: a slot left pointing at an entry number that
+  // this generation hands out again for another key would look live to an
+  // insert, and such slots would pile up around each key's home over
+  // repeated captures until rows were dropped. A thread of an earlier
+  // capture still inserting meanwhile only makes a miss.
   __atomic_fetch_add(&g_generation, 1, __ATOMIC_ACQ_REL);
+  for (uint16_t& slot : g_index) __atomic_store_n(&slot, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&g_pool_next, 0, __ATOMIC_RELEASE);
 }
 
