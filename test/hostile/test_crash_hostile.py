@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 
 import pytest
 
@@ -650,6 +651,29 @@ def test_report_published_where_neither_rename_noreplace_nor_link_works(tmp_path
     assert "could not write the report" not in err and "report written to" in err, err
     assert (tmp_path / "faultline-keep.json").read_text() == "not ours"
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+# --- system calls a sandbox's allow-list may lack ------------------------------------------
+
+def test_install_works_where_raw_fstat_and_the_clock_syscall_are_refused(tmp_path):
+    # Allow-lists traced from real programs lack what glibc never calls: the
+    # fstat system call (glibc's fstat is newfstatat) and clock_gettime (the
+    # vDSO's). The install reads its descriptors' identities and the start
+    # time without them: with a raw fstat refused every descriptor looked
+    # replaced (stderr too: no summary on it).
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path))
+    deny = ["-d", f"{5}:{errno.EPERM}", "-d", f"{228}:{errno.EPERM}"]  # fstat, clock_gettime
+    p = subprocess.run([fltest.program("seccomp_launcher"), *deny, CRASHER, "null-read"], env=env,
+                       capture_output=True, timeout=60)
+    err = p.stderr.decode(errors="replace")
+    assert p.returncode == -signal.SIGSEGV, err
+    found = reports(tmp_path)
+    assert len(found) == 1, (found, err)
+    with open(found[0]) as f:
+        rep = fltest.validate(json.load(f))
+    start = rep["process"]["start_time"]
+    assert start.startswith(time.strftime("%Y-", time.gmtime())), start
+    assert "report written to" in err, err
 
 
 # --- the crash-time stderr summary -----------------------------------------------------------
