@@ -86,7 +86,7 @@ const CodeInfo* code_info(const Runtime& rt, const PyLayout& l, Arena* arena, Co
   if (file_known) {
     slot->file = cache->file;
   } else {
-    slot->file = read_unicode_pre(l, obj[2], pre(2), got(2), rt.unicode_type, arena, &err);
+    slot->file = read_unicode(l, obj[2], pre(2), got(2), rt.unicode_type, arena, &err);
     if (slot->file && cache) {
       cache->file_obj = obj[2];
       cache->file = slot->file;
@@ -96,13 +96,13 @@ const CodeInfo* code_info(const Runtime& rt, const PyLayout& l, Arena* arena, Co
     slot->error = "co_filename unreadable";
     return slot;
   }
-  slot->name = read_unicode_pre(l, obj[0], pre(0), got(0), rt.unicode_type, arena, &err);
+  slot->name = read_unicode(l, obj[0], pre(0), got(0), rt.unicode_type, arena, &err);
   if (!slot->name) {
     slot->error = "co_name unreadable";
     return slot;
   }
   if (l.co_qualname >= 0) {
-    slot->qualname = read_unicode_pre(l, obj[1], pre(1), got(1), rt.unicode_type, arena, &err);
+    slot->qualname = read_unicode(l, obj[1], pre(1), got(1), rt.unicode_type, arena, &err);
   }
   int32_t first;
   __builtin_memcpy(&first, buf + l.co_firstlineno, sizeof first);

@@ -157,13 +157,8 @@ int locations_line(ByteStream* s, int firstlineno, long offset) {
 
 }  // namespace
 
-const char* read_unicode(const PyLayout& l, uintptr_t addr, uintptr_t unicode_type, Arena* arena,
-                         TextError* err) {
-  return read_unicode_pre(l, addr, nullptr, 0, unicode_type, arena, err);
-}
-
-const char* read_unicode_pre(const PyLayout& l, uintptr_t addr, const uint8_t* pre, size_t got,
-                             uintptr_t unicode_type, Arena* arena, TextError* err) {
+const char* read_unicode(const PyLayout& l, uintptr_t addr, const uint8_t* pre, size_t got,
+                         uintptr_t unicode_type, Arena* arena, TextError* err) {
   uint8_t own[128];
   size_t need = static_cast<size_t>(l.str_compact_size + 8);
   const uint8_t* hdr = pre;

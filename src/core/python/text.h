@@ -21,16 +21,13 @@ struct TextError {
   const char* what;
 };
 
-// Decodes the str object at addr to UTF-8 in the arena. unicode_type: the
-// address of PyUnicode_Type (0 to skip the type check). nullptr on failure,
-// with err->what set.
-const char* read_unicode(const PyLayout& l, uintptr_t addr, uintptr_t unicode_type, Arena* arena,
-                         TextError* err);
-// The same from bytes already read at addr (pre: got bytes, its header and,
-// for a short compact string, its characters: one read instead of two);
-// what is not there is read. pre may be nullptr (got 0).
-const char* read_unicode_pre(const PyLayout& l, uintptr_t addr, const uint8_t* pre, size_t got,
-                             uintptr_t unicode_type, Arena* arena, TextError* err);
+// Decodes the str object at addr to UTF-8 in the arena. pre: got bytes
+// already read at addr (its header and, for a short compact string, its
+// characters: one read instead of two), or nullptr (got 0); what is not
+// there is read. unicode_type: the address of PyUnicode_Type (0 to skip the
+// type check). nullptr on failure, with err->what set.
+const char* read_unicode(const PyLayout& l, uintptr_t addr, const uint8_t* pre, size_t got,
+                         uintptr_t unicode_type, Arena* arena, TextError* err);
 
 // The line an instruction offset (in bytes; negative: not started) maps to,
 // from the code object's line table (bytes data at table, len bytes).
