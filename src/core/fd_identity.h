@@ -17,16 +17,18 @@ struct FdIdentity {
   bool valid;
 };
 
+// fstat as glibc makes it (fstatat(fd, "", AT_EMPTY_PATH): the same system
+// call, so a seccomp filter that lets the program's fstat through lets this
+// one through), with our own "": the kernel's read of libc's was a fault on
+// a page of libc's at every start-up (~10 us on a VM). True on success.
+inline bool fd_stat(int fd, struct stat* st) {
+  static constexpr char kEmpty[] = "";
+  return fd >= 0 && syscall(SYS_newfstatat, fd, kEmpty, st, AT_EMPTY_PATH) == 0;
+}
+
 inline FdIdentity fd_identity(int fd) {
   struct stat st;
-  // What glibc's fstat does (fstatat(fd, "", AT_EMPTY_PATH): the same
-  // system call, so a seccomp filter that lets the program's fstat through
-  // lets this one through), with our own "": the kernel's read of libc's
-  // was a fault on a page of libc's at every start-up (~10 us on a VM).
-  static constexpr char kEmpty[] = "";
-  if (fd < 0 || syscall(SYS_newfstatat, fd, kEmpty, &st, AT_EMPTY_PATH) != 0) {
-    return FdIdentity{0, 0, false};
-  }
+  if (!fd_stat(fd, &st)) return FdIdentity{0, 0, false};
   return FdIdentity{st.st_dev, st.st_ino, true};
 }
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fd_identity.h"
 #include "core/str.h"
 
 namespace faultline::core {
@@ -13,7 +14,7 @@ FdSink::FdSink(int fd, char* buf, size_t cap) : fd_(fd), buf_(buf), cap_(cap) {
   struct stat st;
   // Only a file known to be regular skips the poll: one fstat cannot tell
   // (seccomp) is treated as a pipe, which may block.
-  is_pipe_ = fd >= 0 && !(fstat(fd, &st) == 0 && S_ISREG(st.st_mode));
+  is_pipe_ = fd >= 0 && !(fd_stat(fd, &st) && S_ISREG(st.st_mode));
 }
 
 void FdSink::put_slow(const char* s, size_t n) {
