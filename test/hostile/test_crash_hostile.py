@@ -633,17 +633,24 @@ def test_arena_is_not_dumped_in_cores(tmp_path):
 
 # --- a filesystem without RENAME_NOREPLACE or hard links ------------------------------------
 
+def crash_denied(tmp_path, denied):
+    """The crasher's null read under the preload, with the system calls in
+    denied ({number: errno}) refused by seccomp; its stderr as text."""
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path))
+    deny = [a for nr, e in denied.items() for a in ("-d", f"{nr}:{e}")]
+    p = subprocess.run([fltest.program("seccomp_launcher"), *deny, CRASHER, "null-read"], env=env,
+                       capture_output=True, timeout=60)
+    err = p.stderr.decode(errors="replace")
+    assert p.returncode == -signal.SIGSEGV, err
+    return err
+
+
 def test_report_published_where_neither_rename_noreplace_nor_link_works(tmp_path):
     # vfat, exFAT and some FUSE filesystems: renameat2(RENAME_NOREPLACE) fails
     # with EINVAL and linkat with EPERM. Before, the report was dropped for
     # the stderr copy; now a plain rename publishes it under a free name.
     (tmp_path / "faultline-keep.json").write_text("not ours")
-    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path))
-    deny = ["-d", f"{316}:{errno.EINVAL}", "-d", f"{265}:{errno.EPERM}"]  # renameat2, linkat
-    p = subprocess.run([fltest.program("seccomp_launcher"), *deny, CRASHER, "null-read"], env=env,
-                       capture_output=True, timeout=60)
-    err = p.stderr.decode(errors="replace")
-    assert p.returncode == -signal.SIGSEGV, err
+    err = crash_denied(tmp_path, {316: errno.EINVAL, 265: errno.EPERM})  # renameat2, linkat
     found = [r for r in reports(tmp_path) if not r.endswith("faultline-keep.json")]
     assert len(found) == 1, (found, err)
     with open(found[0]) as f:
@@ -661,12 +668,7 @@ def test_install_works_where_raw_fstat_and_the_clock_syscall_are_refused(tmp_pat
     # vDSO's). The install reads its descriptors' identities and the start
     # time without them: with a raw fstat refused every descriptor looked
     # replaced (stderr too: no summary on it).
-    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path))
-    deny = ["-d", f"{5}:{errno.EPERM}", "-d", f"{228}:{errno.EPERM}"]  # fstat, clock_gettime
-    p = subprocess.run([fltest.program("seccomp_launcher"), *deny, CRASHER, "null-read"], env=env,
-                       capture_output=True, timeout=60)
-    err = p.stderr.decode(errors="replace")
-    assert p.returncode == -signal.SIGSEGV, err
+    err = crash_denied(tmp_path, {5: errno.EPERM, 228: errno.EPERM})  # fstat, clock_gettime
     found = reports(tmp_path)
     assert len(found) == 1, (found, err)
     with open(found[0]) as f:
