@@ -7,8 +7,9 @@ baseline in the same run (medians). Not a test; nothing fails.
 
 P1  capture: a process of N threads x ~50 frames crashes (SIGSEGV on its main
     thread); the time from the fault (the program's clock just before it) to
-    the report's rename in the directory (seen by inotify: written, fsynced
-    and renamed), against `eu-stack -p` on the same program live, for 64 and
+    the report's rename in the directory (seen by inotify: written and
+    renamed; the handler flushes it to the disk after the rename, so the
+    time to the process's end is printed beside it), against `eu-stack -p` on the same program live, for 64 and
     256 threads, with each unwinder (FAULTLINE_UNWINDER=cfi and libunwind);
     and the report's own faultline.capture_ns (from the handler's claim of
     the crash to the report's last field) with its phase breakdown
@@ -108,7 +109,9 @@ def fault_time(f):
 
 
 def crash_once(build, n, unwinder):
-    """The report and the milliseconds from the fault to its rename."""
+    """The report, the milliseconds from the fault to its rename, and from
+    the fault to the process's end (after the rename the handler flushes
+    the report to the disk, then the signal ends the process)."""
     d = tempfile.mkdtemp(prefix="fl-perf-")
     watch = None
     try:
@@ -123,6 +126,7 @@ def crash_once(build, n, unwinder):
             p.stdin.flush()
             renamed_ns = watch.wait(p)
             p.wait()
+            ended_ns = time.monotonic_ns()
             fault_ns = fault_time(err)
         reports = [f for f in os.listdir(d) if f.endswith(".json") and not f.startswith(".")]
         rep = None
@@ -134,7 +138,8 @@ def crash_once(build, n, unwinder):
             watch.close()
         shutil.rmtree(d, ignore_errors=True)
     total = (renamed_ns - fault_ns) / 1e6 if fault_ns and renamed_ns else None
-    return rep, total
+    ended = (ended_ns - fault_ns) / 1e6 if fault_ns and renamed_ns else None
+    return rep, total, ended
 
 
 def eu_stack(build, n, runs):
@@ -188,9 +193,10 @@ def p1(build, runs, results):
               f"signal to last answer (the floor under the threads phase): {floor:.2f} ms")
         for unwinder in ("cfi", "libunwind"):
             runs_ = [crash_once(build, n, unwinder) for _ in range(runs)]
-            reps = [r for r, _ in runs_ if r]
-            totals = [t for r, t in runs_ if r and t is not None]
+            reps = [r for r, _, _ in runs_ if r]
+            totals = [t for r, t, _ in runs_ if r and t is not None]
             total = med(totals)
+            ended = med([e for r, _, e in runs_ if r and e is not None])
             cap = med([r["faultline"]["capture_ns"] / 1e6 for r in reps])
             frames = med([sum(len(t["frames"]) for t in r["threads"]) for r in reps])
             ph = {}
@@ -199,11 +205,13 @@ def p1(build, runs, results):
                     ph.setdefault(k, []).append(v)
             ph = {k: med(v) for k, v in ph.items()}
             results[f"p1_{n}_{unwinder}"] = total
+            results[f"p1_{n}_{unwinder}_ended"] = ended
             results[f"p1_{n}_{unwinder}_capture"] = cap
             results[f"p1_{n}_{unwinder}_phases"] = ph
             results[f"p1_{n}_frames"] = frames
             print(f"  {n + 1:>4} threads, {frames:>6.0f} frames, {unwinder:>9}: {total:7.2f} ms to "
-                  f"renamed (capture_ns {cap:.2f})   eu-stack -p {eu * 1e3:7.1f} ms   "
+                  f"renamed (capture_ns {cap:.2f}; process ended {ended:.2f})   "
+                  f"eu-stack -p {eu * 1e3:7.1f} ms   "
                   f"ratio {eu * 1e3 / total:5.1f}x")
             print("        phases (ms): " + "  ".join(f"{k} {v:.2f}" for k, v in ph.items()))
         results[f"p1_{n}_eu"] = eu * 1e3
@@ -229,7 +237,7 @@ crash()
 def python_job(build, runs, results, torch):
     code = PY_JOB % ("import torch" if torch else "")
     for unwinder in ("cfi", "libunwind"):
-        caps, totals, ph, sources = [], [], {}, []
+        caps, totals, ends, ph, sources = [], [], [], {}, []
         for _ in range(runs):
             d = tempfile.mkdtemp(prefix="fl-perf-")
             watch = RenameWatch(d)
@@ -240,10 +248,12 @@ def python_job(build, runs, results, torch):
                                      stderr=err)
                 renamed_ns = watch.wait(p)
                 p.wait()
+                ended_ns = time.monotonic_ns()
                 fault_ns = fault_time(err)
             watch.close()
             if fault_ns and renamed_ns:
                 totals.append((renamed_ns - fault_ns) / 1e6)
+                ends.append((ended_ns - fault_ns) / 1e6)
             for f in os.listdir(d):
                 if f.endswith(".json") and not f.startswith("."):
                     with open(os.path.join(d, f)) as fh:
@@ -255,11 +265,13 @@ def python_job(build, runs, results, torch):
             shutil.rmtree(d, ignore_errors=True)
         name = "torch" if torch else "python"
         results[f"py_{name}_{unwinder}"] = med(totals)
+        results[f"py_{name}_{unwinder}_ended"] = med(ends)
         results[f"py_{name}_{unwinder}_capture"] = med(caps)
         results[f"py_{name}_{unwinder}_phases"] = {k: med(v) for k, v in ph.items()}
         snap = sum(1 for x in sources if x.startswith("snapshot"))
         print(f"  two-thread Python job{' (import torch)' if torch else ''}, {unwinder:>9}: "
-              f"{med(totals):6.2f} ms to renamed (capture_ns {med(caps):.2f})   "
+              f"{med(totals):6.2f} ms to renamed (capture_ns {med(caps):.2f}; process ended "
+              f"{med(ends):.2f})   "
               f"modules from the snapshot in {snap}/{len(sources)}   "
               "phases (ms): " + "  ".join(f"{k} {med(v):.2f}" for k, v in ph.items()))
 
@@ -351,6 +363,7 @@ def markdown(r):
             rows.append(f"| crash capture, {n + 1} threads x ~50 frames "
                         f"({r[f'p1_{n}_frames']:,.0f} frames), fault to report renamed "
                         f"| {r[f'p1_{n}_cfi']:.1f} ms (capture_ns {r[f'p1_{n}_cfi_capture']:.1f}; "
+                        f"process ended {r[f'p1_{n}_cfi_ended']:.1f}; "
                         f"ms: {brief(r[f'p1_{n}_cfi_phases'])}); "
                         f"libunwind {r[f'p1_{n}_libunwind']:.1f} ms "
                         f"| `eu-stack -p`: {eu:.0f} ms ({eu / r[f'p1_{n}_cfi']:.0f}x); "
@@ -359,7 +372,8 @@ def markdown(r):
                      ("py_torch_cfi", "the same job after `import torch`")):
         if k in r:
             rows.append(f"| {label}, fault to report renamed | {r[k]:.1f} ms "
-                        f"(capture_ns {r[k + '_capture']:.1f}; ms: {brief(r[k + '_phases'])}); "
+                        f"(capture_ns {r[k + '_capture']:.1f}; process ended "
+                        f"{r[k + '_ended']:.1f}; ms: {brief(r[k + '_phases'])}); "
                         f"libunwind {r[k.replace('cfi', 'libunwind')]:.1f} ms | |")
     for k, v in r.items():
         if k.startswith("p2_") and isinstance(v, tuple):

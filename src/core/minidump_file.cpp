@@ -19,7 +19,7 @@ namespace {
 // The temporary file being written. Only the crash owner writes it; the
 // watchdog's stand-in may remove it while the owner is stuck, so who
 // discards it is settled by one exchange on g_pending.
-ReportTemp g_temp = {-1, -1, "", 0};
+ReportTemp g_temp = {-1, -1, "", 0, 0};
 std::atomic<bool> g_pending{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "the crash path uses lock-free atomics only");
 
@@ -44,11 +44,11 @@ int scrubbed_cmdline(const Config& cfg) {
   return static_cast<int>(len);
 }
 
-// "minidump: not written: <what> (<errno name>)", kept in the arena.
-void note_failure(Capture* c, const char* what, int err) {
+// "minidump: <how>: <what> (<errno name>)", kept in the arena.
+void note_failure(Capture* c, const char* what, int err, const char* how = "not written") {
   char msg[160];
   StrBuf m(msg, sizeof msg);
-  m.add("minidump: not written: ").add(what).add(" (").add(strerrorname_np(err)).add(")");
+  m.add("minidump: ").add(how).add(": ").add(what).add(" (").add(strerrorname_np(err)).add(")");
   const char* kept = g_crash.arena.dup(msg, sizeof msg);
   c->errors.add(kept ? kept : "minidump: not written");
 }
@@ -113,6 +113,9 @@ void write_minidump_file(Capture* c) {
   }
   str_copy(c->minidump_file, sizeof c->minidump_file, name);
   c->minidump_bytes = r.bytes;
+  if (g_temp.sync_err != 0) {
+    note_failure(c, "not flushed to the disk", g_temp.sync_err, "written");
+  }
 }
 
 ThreadRegs* minidump_thread_room(Arena* arena) {

@@ -165,6 +165,7 @@ bool report_temp_open(ReportTemp* t) {
   t->fd = -1;
   t->tmp[0] = '\0';
   t->err = 0;
+  t->sync_err = 0;
   t->dir_fd = report_dir_fd(&t->err);
   if (t->dir_fd < 0) return false;
   // A random temporary name: in a shared sticky directory another user
@@ -186,20 +187,23 @@ bool report_temp_open(ReportTemp* t) {
 
 bool report_temp_publish(ReportTemp* t, const Capture& c, const char* ext, char* name,
                          size_t size) {
-  bool ok = true;
-  if (fsync(t->fd) != 0 && errno != EINVAL) {
-    // fsync failing (EIO, ENOSPC on some filesystems) means the data may
-    // not be there.
-    t->err = errno;
-    ok = false;
-  }
-  close(t->fd);
-  t->fd = -1;
+  // Renamed first, flushed after: the file is whole once its last write
+  // returned, so a reader (a job scheduler, `faultline watch`) sees it as
+  // soon as it is renamed, and the flush (a cache flush of the device, ~1-5
+  // ms on a virtual disk, forever on a hung network filesystem) delays only
+  // the process's end. Either way a machine that goes down before the flush
+  // ends loses the report; after it, the data and, with the directory's
+  // flush, the name are on the disk.
+  t->sync_err = 0;
+  if (!name[0]) make_name(c, name, size, ext);
+  bool ok = publish(c, t->dir_fd, t->tmp, name, size, ext, &t->err);
   if (ok) {
-    if (!name[0]) make_name(c, name, size, ext);
-    ok = publish(c, t->dir_fd, t->tmp, name, size, ext, &t->err);
+    t->tmp[0] = '\0';
+    // EINVAL: a file that cannot be flushed (a pipe, some special files).
+    if (fsync(t->fd) != 0 && errno != EINVAL) t->sync_err = errno;
+    // Best effort: a directory some filesystems will not flush.
+    if (t->sync_err == 0) fsync(t->dir_fd);
   }
-  if (ok) t->tmp[0] = '\0';
   report_temp_discard(t);
   return ok;
 }
@@ -213,28 +217,46 @@ void report_temp_discard(ReportTemp* t) {
   t->dir_fd = -1;
 }
 
+namespace {
+
+// The whole report on stderr between markers.
+void report_copy_to_stderr(const Capture& c, const Config& cfg) {
+  raw_log("--- faultline report begin ---\n");
+  int ignored = 0;
+  int fd = raw_log_fd();
+  if (fd == 2) fd = stderr_fd();  // the stderr of install time, or nothing
+  if (fd >= 0) write_json_report(c, cfg, fd, &ignored);
+  raw_log("--- faultline report end ---\n");
+}
+
+}  // namespace
+
 void announce_report(const Capture& c, bool written) {
   IgnoreFileSizeSignal no_sigxfsz;
   const Config& cfg = g_crash.config;
   if (written) {
-    if (cfg.write_stderr) {
-      // The path is the program's choice (FAULTLINE_DIR, report_dir): it
-      // may hold control characters, escaped like the rest of the text.
+    // The path is the program's choice (FAULTLINE_DIR, report_dir): it may
+    // hold control characters, escaped like the rest of the text.
+    const size_t len = str_nlen(g_handler.last_report, sizeof g_handler.last_report);
+    if (g_handler.write_errno != 0) {
+      // Published, but its flush failed: the file may not survive a
+      // restart, so the report goes to stderr too.
       raw_log("faultline: report written to ");
-      write_escaped_line(g_handler.last_report,
-                         str_nlen(g_handler.last_report, sizeof g_handler.last_report));
+      write_escaped_line(g_handler.last_report, len, /*newline=*/false);
+      raw_log(" but not flushed to the disk: ", strerrorname_np(g_handler.write_errno));
+      raw_log("\nfaultline: a copy follows on stderr\n");
+      report_copy_to_stderr(c, cfg);
+    } else if (cfg.write_stderr) {
+      raw_log("faultline: report written to ");
+      write_escaped_line(g_handler.last_report, len);
     }
     return;
   }
   raw_log("faultline: could not write the report to ");
   write_escaped_line(cfg.dir, str_nlen(cfg.dir, sizeof cfg.dir), /*newline=*/false);
   raw_log(": ", strerrorname_np(g_handler.write_errno));
-  raw_log("\nfaultline: the report follows on stderr\n--- faultline report begin ---\n");
-  int ignored = 0;
-  int fd = raw_log_fd();
-  if (fd == 2) fd = stderr_fd();  // the stderr of install time, or nothing
-  if (fd >= 0) write_json_report(c, cfg, fd, &ignored);
-  raw_log("--- faultline report end ---\n");
+  raw_log("\nfaultline: the report follows on stderr\n");
+  report_copy_to_stderr(c, cfg);
 }
 
 bool write_report(const Capture& c, bool announce) {
@@ -262,7 +284,7 @@ bool write_report(const Capture& c, bool announce) {
     StrBuf last(g_handler.last_report, sizeof g_handler.last_report);
     last.add(cfg.dir).add("/").add(name);
   }
-  g_handler.write_errno = t.err;
+  g_handler.write_errno = written ? t.sync_err : t.err;
   if (announce) announce_report(c, written);
   return written;
 }

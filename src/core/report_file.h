@@ -1,8 +1,8 @@
 // The report files: written to a random <dir>/.faultline-<random>.tmp,
-// fsync'd and renamed with RENAME_NOREPLACE to
+// renamed with RENAME_NOREPLACE to
 // faultline-<time>-<host>-<pid>-<tid>-<random>.json (or .dmp, the minidump,
-// under the same stem), so a reader never sees half a file and no file is
-// ever replaced. When no report file can be made, the JSON goes to stderr
+// under the same stem), then fsync'd, so a reader never sees half a file, no
+// file is ever replaced, and the file is on the disk before the process ends. When no report file can be made, the JSON goes to stderr
 // between markers instead.
 #pragma once
 
@@ -29,14 +29,17 @@ struct ReportTemp {
   int fd;        // the temporary file, -1 once closed
   char tmp[64];  // its name, "" once published or removed
   int err;       // errno of the failure
+  int sync_err;  // errno of a failed flush of a published file (0: flushed)
 };
 
 // Creates the temporary file; false (t->err set) if it cannot.
 bool report_temp_open(ReportTemp* t);
-// fsyncs and closes it, then renames it to `name` (when name is "", a new
-// name with the extension ext; a name that exists is never replaced: another
-// random one is tried and written back into name). False (t->err set) on
-// failure, the temporary file removed.
+// Renames it to `name` (when name is "", a new name with the extension ext;
+// a name that exists is never replaced: another random one is tried and
+// written back into name), then fsyncs it and the directory and closes it.
+// False (t->err set) when it could not be renamed, the temporary file
+// removed. A published file whose fsync failed stays (its data is in the
+// page cache, readable until the machine restarts): true, t->sync_err set.
 bool report_temp_publish(ReportTemp* t, const Capture& c, const char* ext, char* name, size_t size);
 // Closes and removes the temporary file (idempotent).
 void report_temp_discard(ReportTemp* t);

@@ -660,6 +660,46 @@ def test_report_published_where_neither_rename_noreplace_nor_link_works(tmp_path
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
 
+def test_report_kept_and_copied_to_stderr_when_its_flush_fails(tmp_path):
+    # A disk that fails the flush (EIO: a dying disk, a thin pool out of
+    # space, a network filesystem that lost its server). The report used to
+    # be removed for the stderr copy; its data is in the page cache and
+    # readable until the machine restarts, so the file stays, and stderr
+    # says it may not last and carries a copy.
+    err = crash_denied(tmp_path, {74: errno.EIO})  # fsync
+    [path] = reports(tmp_path)
+    with open(path) as f:
+        rep = fltest.validate(json.load(f))
+    assert f"report written to {path} but not flushed to the disk: EIO" in err, err
+    copy = err.split("--- faultline report begin ---\n", 1)[1].split("--- faultline report end ---", 1)[0]
+    assert json.loads(copy)["diagnosis"]["signature"] == rep["diagnosis"]["signature"]
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_report_is_seen_while_the_disk_is_slow_to_flush(tmp_path):
+    # A flush that takes seconds (a network filesystem's server slow to
+    # answer, a disk under a storm of writes; here every fsync made 2 s
+    # longer). The report was flushed before its rename and stayed a hidden
+    # temporary file all that time. It is whole once written, so it is
+    # renamed first now: a reader has it while the process waits on the disk.
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path))
+    p = subprocess.Popen(["strace", "-f", "-o", "/dev/null", "-e", "trace=fsync",
+                          "-e", "inject=fsync:delay_enter=2000000", CRASHER, "null-read"],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seen = []
+    while p.poll() is None and not seen:
+        seen = reports(tmp_path)
+        time.sleep(0.01)
+    err = p.communicate(timeout=120)[1].decode(errors="replace")
+    assert p.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), err
+    assert seen, (os.listdir(tmp_path), err)  # seen while the process waited on the disk
+    [path] = reports(tmp_path)
+    with open(path) as f:
+        rep = fltest.validate(json.load(f))
+    assert rep["signal"]["name"] == "SIGSEGV"
+
+
 # --- system calls a sandbox's allow-list may lack ------------------------------------------
 
 def test_install_works_where_raw_fstat_and_the_clock_syscall_are_refused(tmp_path):
