@@ -16,6 +16,13 @@ TEST_CASE("number formatting") {
   CHECK(std::string(b, fmt_sdec(b, INT64_MIN)) == "-9223372036854775808");
   CHECK(std::string(b, fmt_hex(b, 0)) == "0x0");
   CHECK(std::string(b, fmt_hex(b, 0x7fABCDEF01ull)) == "0x7fabcdef01");
+  // Every digit count, with the top digit 1 and f.
+  for (int digits = 1; digits <= 16; ++digits) {
+    const uint64_t one = 1ull << (4 * (digits - 1));
+    const uint64_t all = digits == 16 ? ~0ull : (one << 4) - 1;
+    CHECK(std::string(b, fmt_hex(b, one)) == "0x1" + std::string(digits - 1, '0'));
+    CHECK(std::string(b, fmt_hex(b, all)) == "0x" + std::string(digits, 'f'));
+  }
   int64_t v;
   CHECK(parse_int("-42", &v));
   CHECK(v == -42);
