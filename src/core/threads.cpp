@@ -87,17 +87,17 @@ void unwind_into(const ucontext_t* uc, Request& r, ThreadState* ts);
 // a signal stack, or on one of at least 48 KiB for libunwind, or with at
 // least kCfiStackBytes left below us for the CFI unwinder (Python's
 // faulthandler gives the main thread a 16 KiB signal stack: with the CFI
-// unwinder it unwinds itself instead of parking).
-bool stack_is_roomy() {
-  stack_t ss;
-  if (sigaltstack(nullptr, &ss) != 0) return false;
-  if (!(ss.ss_flags & SS_ONSTACK)) return true;
-  if (unwind_uses_cfi()) {
-    char here;
-    uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
-    uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
-    if (sp > lo && sp - lo >= kCfiStackBytes) return true;
-  }
+// unwinder it unwinds itself instead of parking). The signal stack as the
+// kernel saved it in the delivered context: no sigaltstack system call in
+// each answering thread, and the settings at delivery (with SS_AUTODISARM
+// the live ones say "disabled" while the handler runs on it).
+bool stack_is_roomy(const ucontext_t* delivered) {
+  const stack_t& ss = delivered->uc_stack;
+  char here;
+  const uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
+  if ((ss.ss_flags & SS_DISABLE) || sp < lo || sp - lo >= ss.ss_size) return true;
+  if (unwind_uses_cfi() && sp - lo >= kCfiStackBytes) return true;
   return ss.ss_size >= (48u << 10);
 }
 
@@ -349,7 +349,7 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     prctl(PR_GET_NAME, r.slot->name, 0, 0, 0);
     if (r.slot->regs) minidump_save_thread(r.slot->regs, uc);
     if (secondary) r.slot->note = "this thread crashed too, after the first crash";
-    if (stack_is_roomy()) {
+    if (stack_is_roomy(static_cast<const ucontext_t*>(ucv))) {
       // Unwind ourselves, here: another thread may hold the loader's lock
       // that libunwind takes, and it can only let go if it is not parked.
       // Its recovery point: this thread's entry, claimed if it has none.

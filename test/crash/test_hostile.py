@@ -513,6 +513,26 @@ def test_a_thread_on_a_small_signal_stack_stays_inside_it():
             assert 6 << 10 < used["process_vm_readv"] <= 11 << 10, (size, used)
         assert abs(used["pipe"] - used["process_vm_readv"]) <= 512, (size, used)
 
+def test_a_thread_on_an_autodisarm_signal_stack_stays_inside_it():
+    # SS_AUTODISARM (for programs that switch contexts out of a handler):
+    # inside a handler sigaltstack says the signal stack is disabled, so a
+    # thread asked for its stack took itself to be on its own stack and
+    # unwound there; on 8 KiB the live dump overran the stack and killed the
+    # process. Where it runs now comes from the stack the kernel saved in
+    # the signal's context: below kCfiStackBytes it parks, from 16 KiB it
+    # unwinds itself.
+    for size in (8 << 10, 12 << 10, 16 << 10):
+        r = fltest.run([SIGSTACK, str(size), "autodisarm"], env={"FAULTLINE_DUMP": "1"})
+        assert r.returncode == 0, (size, r.returncode, r.stderr)
+        used = int(r.stdout.split()[1])
+        assert used + 1024 <= size, (size, used)
+        if size < 16 << 10:
+            assert used <= 4 << 10, (size, used)  # parked: the signal frame only
+        rep = fltest.validate(r.report)
+        [main] = [t for t in rep["threads"] if t["tid"] == rep["process"]["pid"]]
+        assert main["captured"] and "wait_deep" in fltest.native_symbols(main), (size, main)
+
+
 def test_a_live_dump_never_touches_what_was_mapped_over_an_exited_threads_stack(tmp_path):
     # A thread exited after replacing the signal stack faultline gave it; a
     # file is mapped where faultline's stack was, and another thread (not

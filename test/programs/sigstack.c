@@ -1,7 +1,7 @@
 /* How deep a thread answering the thread-dump signal goes into a small
  * signal stack, for the stack-budget test.
  *
- *   sigstack SIZE [pipe]
+ *   sigstack SIZE [pipe] [autodisarm]
  *
  * The main thread gets a painted signal stack of SIZE bytes (like the ~16 KiB
  * one CPython's faulthandler gives it) with a guard page below, and waits
@@ -9,7 +9,8 @@
  * FAULTLINE_DUMP=1), so the main thread answers on that stack. Afterwards it
  * prints how many bytes of the stack were written: "used N of SIZE".
  * "pipe": process_vm_readv is denied (seccomp), so faultline reads memory
- * through its pipe fallback. */
+ * through its pipe fallback. "autodisarm": the signal stack is set with
+ * SS_AUTODISARM, so inside a handler sigaltstack says it is disabled. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/filter.h>
@@ -24,6 +25,10 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#ifndef SS_AUTODISARM
+#define SS_AUTODISARM (1U << 31) /* linux/signal.h; glibc does not define it */
+#endif
 
 static volatile int g_go = 0, g_done = 0;
 
@@ -63,18 +68,22 @@ static void deny_process_vm_readv(void) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: sigstack SIZE [pipe]\n");
+    fprintf(stderr, "usage: sigstack SIZE [pipe] [autodisarm]\n");
     return 2;
   }
   size_t size = strtoul(argv[1], NULL, 0);
-  if (argc > 2 && strcmp(argv[2], "pipe") == 0) deny_process_vm_readv();
+  int autodisarm = 0;
+  for (int i = 2; i < argc; ++i) {
+    if (strcmp(argv[i], "pipe") == 0) deny_process_vm_readv();
+    if (strcmp(argv[i], "autodisarm") == 0) autodisarm = 1;
+  }
   size_t page = 4096, len = (size + page - 1) / page * page + page;
   unsigned char* map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED) return 2;
   mprotect(map, page, PROT_NONE);
   unsigned char* stack = map + len - size;
   memset(map + page, 0xAA, len - page);
-  stack_t ss = {.ss_sp = stack, .ss_size = size};
+  stack_t ss = {.ss_sp = stack, .ss_size = size, .ss_flags = autodisarm ? (int)SS_AUTODISARM : 0};
   if (sigaltstack(&ss, NULL) != 0) {
     perror("sigaltstack");
     return 2;
