@@ -81,24 +81,19 @@ std::atomic<int> g_expected{0};
 const ModuleTable* volatile g_modules = nullptr;
 
 struct Request;
-void unwind_into(const ucontext_t* uc, Request& r, ThreadState* ts);
+void unwind_into(const ucontext_t* uc, Request& r, ThreadState* ts, const stack_t* running_on);
 
 // True when this thread's current stack has room for its unwinder: not on
-// a signal stack, or on one of at least 48 KiB for libunwind, or with at
-// least kCfiStackBytes left below us for the CFI unwinder (Python's
+// a signal stack, or with at least 48 KiB left below us for libunwind, or
+// kCfiStackBytes for the CFI unwinder (Python's
 // faulthandler gives the main thread a 16 KiB signal stack: with the CFI
 // unwinder it unwinds itself instead of parking). The signal stack as the
 // kernel saved it in the delivered context: no sigaltstack system call in
 // each answering thread, and the settings at delivery (with SS_AUTODISARM
 // the live ones say "disabled" while the handler runs on it).
-bool stack_is_roomy(const ucontext_t* delivered) {
-  const stack_t& ss = delivered->uc_stack;
-  char here;
-  const uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
-  if ((ss.ss_flags & SS_DISABLE) || sp < lo || sp - lo >= ss.ss_size) return true;
-  if (unwind_uses_cfi() && sp - lo >= kCfiStackBytes) return true;
-  return ss.ss_size >= (48u << 10);
+bool stack_is_roomy(const stack_t& ss) {
+  if (unwind_uses_cfi() && stack_has_room(kCfiStackBytes, &ss)) return true;
+  return stack_has_room(48u << 10, &ss);
 }
 
 // futex(2) on a 32-bit atomic: raw system calls, async-signal-safe.
@@ -295,13 +290,14 @@ void chain_previous(int signo, siginfo_t* info, void* uc) {
 // that thread's walk (the recovery point), not the capture. savemask 0: our
 // handlers block nothing extra (SA_NODEFER, empty sa_mask), and saving the
 // mask would cost a system call per thread.
-__attribute__((noinline)) void unwind_into(const ucontext_t* uc, Request& r, ThreadState* ts) {
+__attribute__((noinline)) void unwind_into(const ucontext_t* uc, Request& r, ThreadState* ts,
+                                           const stack_t* running_on) {
   CaptureErrors errors = {};
   if (!ts) {
-    unwind_from_context(uc, *g_modules, r.slot, r.max_frames, &errors);
+    unwind_from_context(uc, *g_modules, r.slot, r.max_frames, &errors, running_on);
   } else if (sigsetjmp(ts->recover, 0) == 0) {
     ts->recover_armed = 1;
-    unwind_from_context(uc, *g_modules, r.slot, r.max_frames, &errors);
+    unwind_from_context(uc, *g_modules, r.slot, r.max_frames, &errors, running_on);
   } else {
     safe_read_end_reads();  // a pipe read the jump abandoned
     errors.add("unwind: fault while unwinding this thread (frames so far kept)");
@@ -349,11 +345,12 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     prctl(PR_GET_NAME, r.slot->name, 0, 0, 0);
     if (r.slot->regs) minidump_save_thread(r.slot->regs, uc);
     if (secondary) r.slot->note = "this thread crashed too, after the first crash";
-    if (stack_is_roomy(static_cast<const ucontext_t*>(ucv))) {
+    const stack_t& running_on = static_cast<const ucontext_t*>(ucv)->uc_stack;
+    if (stack_is_roomy(running_on)) {
       // Unwind ourselves, here: another thread may hold the loader's lock
       // that libunwind takes, and it can only let go if it is not parked.
       // Its recovery point: this thread's entry, claimed if it has none.
-      unwind_into(uc, r, found ? found : thread_state(self));
+      unwind_into(uc, r, found ? found : thread_state(self), &running_on);
       // Counted only if the owner still expects it: a late answer must not
       // count in a later capture's tally.
       if (move(r.state, RequestState::kClaimed, RequestState::kDone)) answer();

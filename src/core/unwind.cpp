@@ -190,22 +190,26 @@ __attribute__((noinline)) void unwind_libunwind(const ucontext_t* uc, const CfiR
   }
 }
 
-// True unless this thread runs on a signal stack with less than `bytes`
-// left below it.
-bool stack_has_room(uintptr_t bytes) {
+}  // namespace
+
+bool stack_has_room(uintptr_t bytes, const stack_t* known) {
   stack_t ss;
-  if (sigaltstack(nullptr, &ss) != 0) return false;
-  if (!(ss.ss_flags & SS_ONSTACK)) return true;
+  if (known) {
+    ss = *known;
+  } else if (sigaltstack(nullptr, &ss) != 0) {
+    return false;
+  }
   char here;
   uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
   uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
-  return sp > lo && sp - lo >= bytes;
+  // On it when sp lies inside it (SS_ONSTACK in a delivered uc_stack means
+  // the interrupted code was on it, not this handler).
+  if ((ss.ss_flags & SS_DISABLE) || sp < lo || sp - lo >= ss.ss_size) return true;
+  return sp - lo >= bytes;
 }
 
-}  // namespace
-
 void unwind_from_context(const ucontext_t* uc, const ModuleTable& modules, ThreadCapture* t,
-                         int max_frames, CaptureErrors* errors) {
+                         int max_frames, CaptureErrors* errors, const stack_t* running_on) {
   t->nframes = 0;
   t->frames_total = 0;
   if (unwind_uses_cfi()) {
@@ -219,7 +223,7 @@ void unwind_from_context(const ucontext_t* uc, const ModuleTable& modules, Threa
     }
     bool want_libunwind =
         unwinder_choice() == UnwinderChoice::kCfiThenLibunwind && libunwind_available();
-    if (want_libunwind && stack_has_room(40u << 10)) {
+    if (want_libunwind && stack_has_room(40u << 10, running_on)) {
       t->unwinder = Unwinder::kCfiThenLibunwind;
       errors->add("unwind: the CFI unwinder stopped early; libunwind went on from there");
       unwind_libunwind(uc, &last, last_exact, modules, t, max_frames, errors);

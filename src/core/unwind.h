@@ -50,11 +50,20 @@ bool libunwind_available();
 // modules' tables, and libunwind is not the choice (or not loaded).
 bool unwind_uses_cfi();
 
+// True unless this thread runs on a signal stack with less than `bytes`
+// left below it. `known`: the signal stack when the caller knows it (a
+// delivered uc_stack), else nullptr: the one sigaltstack reports.
+bool stack_has_room(uintptr_t bytes, const stack_t* known);
+
 // Fills thread->frames (capacity max_frames, allocated by the caller),
 // nframes, frames_total and unwinder. `phase_error` receives a reason when
-// the unwinder had to fall back.
+// the unwinder had to fall back. `running_on`: the signal stack the caller
+// runs on when it knows it (a signal's delivered uc_stack: inside a handler
+// sigaltstack says "disabled" for an SS_AUTODISARM one); else nullptr, and
+// sigaltstack says.
 void unwind_from_context(const ucontext_t* uc, const ModuleTable& modules, ThreadCapture* thread,
-                         int max_frames, CaptureErrors* errors);
+                         int max_frames, CaptureErrors* errors,
+                         const stack_t* running_on = nullptr);
 
 // Appends one frame (kept while fewer than max_frames are kept; always
 // counted in frames_total). Both unwinders record frames through it.
