@@ -8,9 +8,9 @@ baseline in the same run (medians). Not a test; nothing fails.
 P1  capture: a process of N threads x ~50 frames crashes (SIGSEGV on its main
     thread); the time from the fault (the program's clock just before it) to
     the report's rename in the directory (seen by inotify: written and
-    renamed; the handler flushes it to the disk after the rename, so the
-    time to the process's end is printed beside it), against `eu-stack -p` on the same program live, for 64 and
-    256 threads, with each unwinder (FAULTLINE_UNWINDER=cfi and libunwind);
+    renamed; on a local filesystem the handler flushes it to the disk after
+    the rename, so the time to the process's end is printed beside it),
+    against `eu-stack -p` on the same program live, for 64 and 256 threads, with each unwinder (FAULTLINE_UNWINDER=cfi and libunwind);
     and the report's own faultline.capture_ns (from the handler's claim of
     the crash to the report's last field) with its phase breakdown
     (faultline.phases_ns); beside them the floor under the threads phase

@@ -19,7 +19,7 @@ namespace {
 // The temporary file being written. Only the crash owner writes it; the
 // watchdog's stand-in may remove it while the owner is stuck, so who
 // discards it is settled by one exchange on g_pending.
-ReportTemp g_temp = {-1, -1, "", 0, 0};
+ReportTemp g_temp = {-1, -1, "", 0, 0, false};
 std::atomic<bool> g_pending{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "the crash path uses lock-free atomics only");
 
@@ -50,7 +50,9 @@ void note_failure(Capture* c, const char* what, int err, const char* how = "not 
   StrBuf m(msg, sizeof msg);
   m.add("minidump: ").add(how).add(": ").add(what).add(" (").add(strerrorname_np(err)).add(")");
   const char* kept = g_crash.arena.dup(msg, sizeof msg);
-  c->errors.add(kept ? kept : "minidump: not written");
+  c->errors.add(kept                     ? kept
+                : str_eq(how, "written") ? "minidump: written: not flushed to the disk"
+                                         : "minidump: not written");
 }
 
 }  // namespace
@@ -107,12 +109,15 @@ void write_minidump_file(Capture* c) {
     return;
   }
   char name[sizeof c->minidump_file] = "";
-  if (!report_temp_publish(&g_temp, *c, ".dmp", name, sizeof name)) {
+  if (!report_temp_rename(&g_temp, *c, ".dmp", name, sizeof name)) {
     note_failure(c, "could not publish its file", g_temp.err);
     return;
   }
+  // Named before the flush: a stand-in's report written while this thread
+  // waits on the disk names the minidump too.
   str_copy(c->minidump_file, sizeof c->minidump_file, name);
   c->minidump_bytes = r.bytes;
+  report_temp_finish(&g_temp);
   if (g_temp.sync_err != 0) {
     note_failure(c, "not flushed to the disk", g_temp.sync_err, "written");
   }

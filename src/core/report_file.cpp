@@ -9,6 +9,7 @@
 #include <sys/auxv.h>
 #include <sys/random.h>  // GRND_NONBLOCK
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -166,6 +167,7 @@ bool report_temp_open(ReportTemp* t) {
   t->tmp[0] = '\0';
   t->err = 0;
   t->sync_err = 0;
+  t->flushed = false;
   t->dir_fd = report_dir_fd(&t->err);
   if (t->dir_fd < 0) return false;
   // A random temporary name: in a shared sticky directory another user
@@ -185,27 +187,76 @@ bool report_temp_open(ReportTemp* t) {
   return false;
 }
 
-bool report_temp_publish(ReportTemp* t, const Capture& c, const char* ext, char* name,
-                         size_t size) {
-  // Renamed first, flushed after: the file is whole once its last write
-  // returned, so a reader (a job scheduler, `faultline watch`) sees it as
-  // soon as it is renamed, and the flush (a cache flush of the device, ~1-5
-  // ms on a virtual disk, forever on a hung network filesystem) delays only
-  // the process's end. Either way a machine that goes down before the flush
-  // ends loses the report; after it, the data and, with the directory's
-  // flush, the name are on the disk.
+namespace {
+
+// Whether every reader of a file in the directory sees what was written to
+// it before it is flushed: local filesystems, whose readers share this
+// kernel's page cache. On the others (NFS, SMB, FUSE, cluster filesystems)
+// a reader on another host sees what reached the server, which a network
+// filesystem sends at the flush or the close (close-to-open consistency):
+// renamed first, the report would be empty or cut there. Unknown ones and
+// a refused fstatfs count as the others.
+bool readers_share_page_cache(int dir_fd) {
+  struct statfs fs;
+  if (syscall(SYS_fstatfs, dir_fd, &fs) != 0) return false;
+  switch (static_cast<uint32_t>(fs.f_type)) {
+    case 0xEF53u:      // ext2, ext3, ext4
+    case 0x58465342u:  // XFS
+    case 0x9123683Eu:  // btrfs
+    case 0x01021994u:  // tmpfs
+    case 0x858458F6u:  // ramfs
+    case 0x794C7630u:  // overlayfs (containers)
+    case 0x2FC12FC1u:  // ZFS
+    case 0xF2F52010u:  // F2FS
+    case 0xCA451A4Eu:  // bcachefs
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool report_temp_rename(ReportTemp* t, const Capture& c, const char* ext, char* name, size_t size) {
   t->sync_err = 0;
+  // On a local filesystem renamed first, flushed after (report_temp_finish):
+  // the file is whole for every reader once its last write returned, so a
+  // reader sees it without waiting for the flush (a cache flush of the
+  // device: ~1-5 ms on a virtual disk, seconds behind a job's checkpoint
+  // writes), and a flush that never returns leaves it named, not hidden.
+  // Elsewhere flushed first: a reader on another host would see it empty.
+  t->flushed = !readers_share_page_cache(t->dir_fd);
+  // EINVAL: a file that cannot be flushed (a pipe, some special files).
+  if (t->flushed && fsync(t->fd) != 0 && errno != EINVAL) {
+    t->err = errno;  // the data may not be there
+    report_temp_discard(t);
+    return false;
+  }
   if (!name[0]) make_name(c, name, size, ext);
-  bool ok = publish(c, t->dir_fd, t->tmp, name, size, ext, &t->err);
-  if (ok) {
-    t->tmp[0] = '\0';
-    // EINVAL: a file that cannot be flushed (a pipe, some special files).
-    if (fsync(t->fd) != 0 && errno != EINVAL) t->sync_err = errno;
-    // Best effort: a directory some filesystems will not flush.
-    if (t->sync_err == 0) fsync(t->dir_fd);
+  if (!publish(c, t->dir_fd, t->tmp, name, size, ext, &t->err)) {
+    report_temp_discard(t);
+    return false;
+  }
+  t->tmp[0] = '\0';
+  return true;
+}
+
+void report_temp_finish(ReportTemp* t) {
+  if (!t->flushed && t->fd >= 0 && fsync(t->fd) != 0 && errno != EINVAL) t->sync_err = errno;
+  t->flushed = true;
+  // The name: the directory's flush, where the filesystem has one.
+  if (t->sync_err == 0 && t->dir_fd >= 0 && fsync(t->dir_fd) != 0 && errno != EINVAL &&
+      errno != EROFS && errno != EBADF && errno != ENOTSUP) {
+    t->sync_err = errno;
   }
   report_temp_discard(t);
-  return ok;
+}
+
+bool report_temp_publish(ReportTemp* t, const Capture& c, const char* ext, char* name,
+                         size_t size) {
+  if (!report_temp_rename(t, c, ext, name, size)) return false;
+  report_temp_finish(t);
+  return true;
 }
 
 void report_temp_discard(ReportTemp* t) {
@@ -232,21 +283,25 @@ void report_copy_to_stderr(const Capture& c, const Config& cfg) {
 }  // namespace
 
 void announce_report(const Capture& c, bool written) {
-  IgnoreFileSizeSignal no_sigxfsz;
   const Config& cfg = g_crash.config;
+  // FAULTLINE_STDERR=0: nothing on stderr at all, not even the copy (the
+  // watchdog's stand-in calls this too).
+  if (!cfg.write_stderr) return;
+  IgnoreFileSizeSignal no_sigxfsz;
   if (written) {
     // The path is the program's choice (FAULTLINE_DIR, report_dir): it may
     // hold control characters, escaped like the rest of the text.
     const size_t len = str_nlen(g_handler.last_report, sizeof g_handler.last_report);
     if (g_handler.write_errno != 0) {
-      // Published, but its flush failed: the file may not survive a
-      // restart, so the report goes to stderr too.
+      // Published, but its flush failed: the file may not last (after a
+      // failed writeback the kernel may drop its pages), so the report
+      // goes to stderr too.
       raw_log("faultline: report written to ");
       write_escaped_line(g_handler.last_report, len, /*newline=*/false);
       raw_log(" but not flushed to the disk: ", strerrorname_np(g_handler.write_errno));
       raw_log("\nfaultline: a copy follows on stderr\n");
       report_copy_to_stderr(c, cfg);
-    } else if (cfg.write_stderr) {
+    } else {
       raw_log("faultline: report written to ");
       write_escaped_line(g_handler.last_report, len);
     }

@@ -1,9 +1,10 @@
-// The report files: written to a random <dir>/.faultline-<random>.tmp,
+// The report files: written to a random <dir>/.faultline-<random>.tmp and
 // renamed with RENAME_NOREPLACE to
 // faultline-<time>-<host>-<pid>-<tid>-<random>.json (or .dmp, the minidump,
-// under the same stem), then fsync'd, so a reader never sees half a file, no
-// file is ever replaced, and the file is on the disk before the process ends. When no report file can be made, the JSON goes to stderr
-// between markers instead.
+// under the same stem), so a reader never sees half a file and no file is
+// ever replaced; flushed to the disk before the process goes on (after the
+// rename on local filesystems, before it on network ones). When no report
+// file can be made, the JSON goes to stderr between markers instead.
 #pragma once
 
 #include <signal.h>
@@ -30,16 +31,24 @@ struct ReportTemp {
   char tmp[64];  // its name, "" once published or removed
   int err;       // errno of the failure
   int sync_err;  // errno of a failed flush of a published file (0: flushed)
+  bool flushed;  // flushed before its rename (a network filesystem)
 };
 
 // Creates the temporary file; false (t->err set) if it cannot.
 bool report_temp_open(ReportTemp* t);
-// Renames it to `name` (when name is "", a new name with the extension ext;
-// a name that exists is never replaced: another random one is tried and
-// written back into name), then fsyncs it and the directory and closes it.
-// False (t->err set) when it could not be renamed, the temporary file
-// removed. A published file whose fsync failed stays (its data is in the
-// page cache, readable until the machine restarts): true, t->sync_err set.
+// Puts it where readers find it: renames it to `name` (when name is "", a
+// new name with the extension ext; a name that exists is never replaced:
+// another random one is tried and written back into name), on a network
+// filesystem after flushing it. False (t->err set) when it could not be,
+// the temporary file removed. The descriptor stays open for
+// report_temp_finish.
+bool report_temp_rename(ReportTemp* t, const Capture& c, const char* ext, char* name, size_t size);
+// After report_temp_rename: flushes the file if the rename came first, and
+// the directory, then closes. A failed flush leaves the published file
+// (a reader may still find it whole) and sets t->sync_err: the caller says
+// so, and puts a copy where it can.
+void report_temp_finish(ReportTemp* t);
+// report_temp_rename, then report_temp_finish when it succeeded.
 bool report_temp_publish(ReportTemp* t, const Capture& c, const char* ext, char* name, size_t size);
 // Closes and removes the temporary file (idempotent).
 void report_temp_discard(ReportTemp* t);

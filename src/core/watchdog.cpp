@@ -50,6 +50,11 @@ const char* current_phase_id() {
   return phase_info(g_handler.phase.load(std::memory_order_acquire)).id;
 }
 
+// The watchdog's lines on stderr; none under FAULTLINE_STDERR=0.
+void say(const char* a, const char* b, const char* c) {
+  if (g_crash.config.write_stderr) raw_log(a, b, c);
+}
+
 // The watchdog's report, written by a thread other than the stuck owner
 // from what the owner captured so far (which the owner is no longer
 // changing: it is blocked).
@@ -94,8 +99,8 @@ void watchdog_expired(int, siginfo_t* info, void*) {
     ThreadState* ts = thread_state_find();
     if (!wd().phase_abandoned.load(std::memory_order_acquire) && ts && ts->recover_armed) {
       wd().phase_abandoned.store(true, std::memory_order_release);
-      raw_log("faultline: watchdog: capture phase \"", phase,
-              "\" took too long; writing the report without the rest of it\n");
+      say("faultline: watchdog: capture phase \"", phase,
+          "\" took too long; writing the report without the rest of it\n");
       jump_out_of_phase(ts);
     }
     return;  // writing the report: let it finish within the grace period
@@ -122,8 +127,8 @@ void watchdog_expired(int, siginfo_t* info, void*) {
     Phase p = g_handler.phase.load(std::memory_order_acquire);
     if (ts && ts->recover_armed && phase_runs_late(p)) {
       wd().late_cut.store(true, std::memory_order_release);
-      raw_log("faultline: watchdog: capture phase \"", phase,
-              "\" ran past the grace period; writing the report without the rest of it\n");
+      say("faultline: watchdog: capture phase \"", phase,
+          "\" ran past the grace period; writing the report without the rest of it\n");
       alarm(kWatchdogGraceSeconds);
       jump_out_of_phase(ts);
     }
@@ -132,13 +137,13 @@ void watchdog_expired(int, siginfo_t* info, void*) {
   Writer nobody = Writer::kNobody;
   if (!on_owner && g_handler.writer.compare_exchange_strong(nobody, Writer::kWatchdog,
                                                             std::memory_order_acq_rel)) {
-    raw_log("faultline: watchdog: the crash handler is stuck in phase \"", phase,
-            "\"; writing what was captured from another thread\n");
+    say("faultline: watchdog: the crash handler is stuck in phase \"", phase,
+        "\"; writing what was captured from another thread\n");
     alarm(kWatchdogGraceSeconds);  // bound this thread's writing too
     write_partial_report();
   } else {
-    raw_log("faultline: watchdog: the crash handler ran too long; giving up in phase \"", phase,
-            "\"\n");
+    say("faultline: watchdog: the crash handler ran too long; giving up in phase \"", phase,
+        "\"\n");
   }
   int signo = g_handler.signo.load(std::memory_order_acquire);
   die_with_default(signo ? signo : SIGABRT);

@@ -663,29 +663,59 @@ def test_report_published_where_neither_rename_noreplace_nor_link_works(tmp_path
 def test_report_kept_and_copied_to_stderr_when_its_flush_fails(tmp_path):
     # A disk that fails the flush (EIO: a dying disk, a thin pool out of
     # space, a network filesystem that lost its server). The report used to
-    # be removed for the stderr copy; its data is in the page cache and
-    # readable until the machine restarts, so the file stays, and stderr
-    # says it may not last and carries a copy.
+    # be removed for the stderr copy; on a local filesystem it is published
+    # before the flush now, and stays (a reader may still find it whole),
+    # and stderr says it may not last and carries the copy to trust.
     err = crash_denied(tmp_path, {74: errno.EIO})  # fsync
     [path] = reports(tmp_path)
     with open(path) as f:
         rep = fltest.validate(json.load(f))
     assert f"report written to {path} but not flushed to the disk: EIO" in err, err
-    copy = err.split("--- faultline report begin ---\n", 1)[1].split("--- faultline report end ---", 1)[0]
+    copy = err.split("--- faultline report begin ---\n", 1)[1]
+    copy = copy.split("--- faultline report end ---", 1)[0]
     assert json.loads(copy)["diagnosis"]["signature"] == rep["diagnosis"]["signature"]
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_where_the_filesystem_is_unknown_the_report_is_flushed_before_its_rename(tmp_path):
+    # On a network filesystem a reader on another host sees only flushed
+    # data, so the report is flushed before its rename there, and so where
+    # the filesystem cannot be told (fstatfs refused). A failed flush then
+    # publishes nothing (the data may not be on the server) and the report
+    # goes to stderr.
+    err = crash_denied(tmp_path, {138: errno.EPERM, 74: errno.EIO})  # fstatfs, fsync
+    assert reports(tmp_path) == [], err
+    assert "could not write the report to" in err and ": EIO" in err, err
+    copy = err.split("--- faultline report begin ---\n", 1)[1]
+    fltest.validate(json.loads(copy.split("--- faultline report end ---", 1)[0]))
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def strace_works():
+    """strace on this machine, able to trace (ptrace is refused in some containers)."""
+    if not hasattr(strace_works, "ok"):
+        strace_works.ok = shutil.which("strace") is not None and subprocess.run(
+            ["strace", "-f", "-o", "/dev/null", "true"], capture_output=True).returncode == 0
+    return strace_works.ok
+
+
+def strace_argv(inject, program, *args, lib=LIB):
+    """The program under strace with one system call slowed or failed as
+    `inject` says (strace's -e inject=...), the preload on the program only."""
+    call = inject.split(":", 1)[0]
+    return [shutil.which("strace"), "-f", "-o", "/dev/null", "-E", f"LD_PRELOAD={lib}",
+            "-e", f"trace={call}", "-e", f"inject={inject}", program, *args]
+
+
+@pytest.mark.skipif(not strace_works(), reason="needs strace, and ptrace allowed")
 def test_report_is_seen_while_the_disk_is_slow_to_flush(tmp_path):
-    # A flush that takes seconds (a network filesystem's server slow to
-    # answer, a disk under a storm of writes; here every fsync made 2 s
-    # longer). The report was flushed before its rename and stayed a hidden
-    # temporary file all that time. It is whole once written, so it is
-    # renamed first now: a reader has it while the process waits on the disk.
-    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path))
-    p = subprocess.Popen(["strace", "-f", "-o", "/dev/null", "-e", "trace=fsync",
-                          "-e", "inject=fsync:delay_enter=2000000", CRASHER, "null-read"],
+    # A flush that takes seconds (a disk behind a job's checkpoint writes;
+    # here every fsync made 2 s longer). The report was flushed before its
+    # rename and stayed a hidden temporary file all that time. On a local
+    # filesystem it is whole once written, so it is renamed first now: a
+    # reader has it while the process waits on the disk.
+    env = clean_env(FAULTLINE_DIR=str(tmp_path))
+    p = subprocess.Popen(strace_argv("fsync:delay_enter=2000000", CRASHER, "null-read"),
                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     seen = []
     while p.poll() is None and not seen:
@@ -698,6 +728,44 @@ def test_report_is_seen_while_the_disk_is_slow_to_flush(tmp_path):
     with open(path) as f:
         rep = fltest.validate(json.load(f))
     assert rep["signal"]["name"] == "SIGSEGV"
+
+
+THREADS = fltest.program("threads")
+
+
+@pytest.mark.skipif(not strace_works(), reason="needs strace, and ptrace allowed")
+def test_a_report_written_while_the_minidump_waits_on_the_disk_names_it(tmp_path):
+    # The owner renamed the minidump and waits on its flush past the
+    # watchdog, and another thread writes the report: the report names the
+    # minidump (it said none, and the two files had different names).
+    env = clean_env(FAULTLINE_DIR=str(tmp_path), FAULTLINE_WATCHDOG="1", FAULTLINE_MINIDUMP="1")
+    r = subprocess.run(strace_argv("fsync:delay_enter=6000000", THREADS, "many"), env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), r.stderr
+    assert "writing what was captured from another thread" in r.stderr, r.stderr
+    [path] = reports(tmp_path)
+    with open(path) as f:
+        rep = fltest.validate(json.load(f))
+    dmp = rep["minidump"]
+    assert dmp and os.path.exists(tmp_path / dmp) and dmp[:-4] == os.path.basename(path)[:-5], dmp
+
+
+@pytest.mark.skipif(not strace_works(), reason="needs strace, and ptrace allowed")
+def test_nothing_on_stderr_from_the_watchdog_under_stderr_0(tmp_path):
+    # FAULTLINE_STDERR=0 promises nothing on stderr at a crash. The
+    # watchdog's stand-in (the owner stuck writing the minidump) printed its
+    # lines and, when the report's flush failed, the whole report.
+    env = clean_env(FAULTLINE_DIR=str(tmp_path), FAULTLINE_WATCHDOG="1", FAULTLINE_MINIDUMP="1",
+                    FAULTLINE_STDERR="0")
+    argv = strace_argv("pwrite64:delay_enter=6000000", THREADS, "many")
+    r = subprocess.run([fltest.program("seccomp_launcher"), "-d", f"74:{errno.EIO}", *argv],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), r.stderr
+    assert "faultline" not in r.stderr, r.stderr
+    [path] = reports(tmp_path)
+    with open(path) as f:
+        rep = fltest.validate(json.load(f))
+    assert any("another thread wrote this report" in e for e in rep["faultline"]["errors"]), rep
 
 
 # --- system calls a sandbox's allow-list may lack ------------------------------------------
