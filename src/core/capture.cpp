@@ -264,7 +264,7 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
       IgnoreFileSizeSignal no_sigxfsz;
       run_phase(Phase::kMinidump, c, [&] { write_minidump_file(c); });
     }
-    discard_minidump_file(/*owner=*/true);  // abandoned half-written: no temporary left
+    end_minidump_phase(c);  // abandoned half-written: no temporary left
   }
   run_phase(Phase::kDiagnosis, c, [&] { diagnose(c); });
 }

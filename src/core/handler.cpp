@@ -93,7 +93,15 @@ void crash_work(void* arg) {
   Writer nobody = Writer::kNobody;
   if (!g_handler.writer.compare_exchange_strong(nobody, Writer::kOwner,
                                                 std::memory_order_acq_rel)) {
-    return;  // the watchdog's stand-in is writing it
+    // The watchdog's stand-in is writing the report, and ends the process
+    // when it is done (its own alarm bounds it). Returning would disarm the
+    // watchdog and hand the signal on: the process would end under the
+    // stand-in's write. Wait for it, bounded.
+    for (int i = 0; i < (kWatchdogGraceSeconds * 2 + 2) * 100; ++i) {
+      struct timespec ts = {0, 10 * 1000 * 1000};
+      nanosleep(&ts, nullptr);
+    }
+    return;
   }
   w->written = write_report(*c, /*announce=*/false);
   // torchrun's agent reads this file to name the root cause.

@@ -9,6 +9,7 @@
 #include "core/capture.h"
 #include "core/crash.h"
 #include "core/minidump.h"
+#include "core/phase.h"
 #include "core/report_file.h"
 #include "core/scrub.h"
 #include "core/str.h"
@@ -19,7 +20,7 @@ namespace {
 // The temporary file being written. Only the crash owner writes it; the
 // watchdog's stand-in may remove it while the owner is stuck, so who
 // discards it is settled by one exchange on g_pending.
-ReportTemp g_temp = {-1, -1, "", 0, 0, false};
+ReportTemp g_temp = {-1, -1, "", 0, 0, false, false};
 std::atomic<bool> g_pending{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "the crash path uses lock-free atomics only");
 
@@ -102,6 +103,15 @@ void write_minidump_file(Capture* c) {
   in.stack_bytes = kMinidumpDefaultStack;
   MinidumpResult r = {};
   bool ok = write_minidump(g_temp.fd, in, &r);
+  // On a network filesystem flushed before its rename: while it is still
+  // pending, so a stand-in removes it if the flush outlasts the watchdog.
+  if (ok && !report_temp_flush_first(&g_temp)) {
+    if (g_pending.exchange(false, std::memory_order_acq_rel)) {
+      report_temp_discard(&g_temp);
+      note_failure(c, "could not flush its file", g_temp.err);
+    }
+    return;
+  }
   if (!g_pending.exchange(false, std::memory_order_acq_rel)) return;  // the stand-in removed it
   if (!ok) {
     report_temp_discard(&g_temp);
@@ -144,6 +154,19 @@ void minidump_save_thread(ThreadRegs* r, const ucontext_t* uc) {
   if (r->stack) {
     r->stack_len = minidump_read_stack(r->stack, static_cast<uint64_t>(r->gregs[REG_RSP]),
                                        r->stack_cap, &r->stack_start);
+  }
+}
+
+void end_minidump_phase(Capture* c) {
+  if (discard_minidump_file(/*owner=*/true) || g_temp.fd < 0) return;
+  // Published, then the phase was left during its flush: the file is
+  // whole and named in the capture; only the flush is in doubt.
+  report_temp_discard(&g_temp);
+  const PhaseInfo& info = phase_info(Phase::kMinidump);
+  for (int i = 0; i < c->errors.count; ++i) {
+    if (c->errors.items[i] == info.text || c->errors.items[i] == info.timeout) {
+      c->errors.items[i] = "minidump: written; its flush to the disk was cut short";
+    }
   }
 }
 

@@ -28,6 +28,12 @@ void write_minidump_file(Capture* c);
 // when there was one.
 bool discard_minidump_file(bool owner);
 
+// The crash owner, after the minidump phase: removes a minidump abandoned
+// half-written (discard_minidump_file), or closes one that was published
+// but whose flush a fault or the watchdog cut short, and says so in place
+// of the phase's "no minidump".
+void end_minidump_phase(Capture* c);
+
 // The threads phase, for a thread other than the crashing one: room for its
 // registers and, while the stack copies stay within a quarter of the arena,
 // for its stack window. nullptr when no minidump is written (the setting is

@@ -168,6 +168,7 @@ bool report_temp_open(ReportTemp* t) {
   t->err = 0;
   t->sync_err = 0;
   t->flushed = false;
+  t->ordered = false;
   t->dir_fd = report_dir_fd(&t->err);
   if (t->dir_fd < 0) return false;
   // A random temporary name: in a shared sticky directory another user
@@ -217,18 +218,28 @@ bool readers_share_page_cache(int dir_fd) {
 
 }  // namespace
 
-bool report_temp_rename(ReportTemp* t, const Capture& c, const char* ext, char* name, size_t size) {
-  t->sync_err = 0;
+bool report_temp_flush_first(ReportTemp* t) {
+  if (t->ordered) return true;
+  t->ordered = true;
   // On a local filesystem renamed first, flushed after (report_temp_finish):
   // the file is whole for every reader once its last write returned, so a
   // reader sees it without waiting for the flush (a cache flush of the
   // device: ~1-5 ms on a virtual disk, seconds behind a job's checkpoint
   // writes), and a flush that never returns leaves it named, not hidden.
   // Elsewhere flushed first: a reader on another host would see it empty.
-  t->flushed = !readers_share_page_cache(t->dir_fd);
+  if (readers_share_page_cache(t->dir_fd)) return true;
+  t->flushed = true;
   // EINVAL: a file that cannot be flushed (a pipe, some special files).
-  if (t->flushed && fsync(t->fd) != 0 && errno != EINVAL) {
+  if (fsync(t->fd) != 0 && errno != EINVAL) {
     t->err = errno;  // the data may not be there
+    return false;
+  }
+  return true;
+}
+
+bool report_temp_rename(ReportTemp* t, const Capture& c, const char* ext, char* name, size_t size) {
+  t->sync_err = 0;
+  if (!report_temp_flush_first(t)) {
     report_temp_discard(t);
     return false;
   }

@@ -31,11 +31,17 @@ struct ReportTemp {
   char tmp[64];  // its name, "" once published or removed
   int err;       // errno of the failure
   int sync_err;  // errno of a failed flush of a published file (0: flushed)
-  bool flushed;  // flushed before its rename (a network filesystem)
+  bool flushed;  // flushed (before its rename on a network filesystem)
+  bool ordered;  // report_temp_flush_first has run
 };
 
 // Creates the temporary file; false (t->err set) if it cannot.
 bool report_temp_open(ReportTemp* t);
+// On a filesystem whose other readers see only flushed data (network ones,
+// unknown ones), flushes the file now, before its rename; elsewhere does
+// nothing. False (t->err set) when that flush failed. Idempotent;
+// report_temp_rename calls it.
+bool report_temp_flush_first(ReportTemp* t);
 // Puts it where readers find it: renames it to `name` (when name is "", a
 // new name with the extension ext; a name that exists is never replaced:
 // another random one is tried and written back into name), on a network

@@ -84,16 +84,17 @@ struct Request;
 void unwind_into(const ucontext_t* uc, Request& r, ThreadState* ts, const stack_t* running_on);
 
 // True when this thread's current stack has room for its unwinder: not on
-// a signal stack, or with at least 48 KiB left below us for libunwind, or
-// kCfiStackBytes for the CFI unwinder (Python's
+// a signal stack, or on one of at least 48 KiB for libunwind, or with
+// kCfiStackBytes left below us for the CFI unwinder (Python's
 // faulthandler gives the main thread a 16 KiB signal stack: with the CFI
 // unwinder it unwinds itself instead of parking). The signal stack as the
 // kernel saved it in the delivered context: no sigaltstack system call in
 // each answering thread, and the settings at delivery (with SS_AUTODISARM
 // the live ones say "disabled" while the handler runs on it).
 bool stack_is_roomy(const stack_t& ss) {
+  if (stack_has_room(SIZE_MAX, &ss)) return true;  // not on the signal stack
   if (unwind_uses_cfi() && stack_has_room(kCfiStackBytes, &ss)) return true;
-  return stack_has_room(48u << 10, &ss);
+  return ss.ss_size >= (48u << 10);
 }
 
 // futex(2) on a 32-bit atomic: raw system calls, async-signal-safe.

@@ -202,8 +202,8 @@ bool stack_has_room(uintptr_t bytes, const stack_t* known) {
   char here;
   uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
   uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
-  // On it when sp lies inside it (SS_ONSTACK in a delivered uc_stack means
-  // the interrupted code was on it, not this handler).
+  // On it when sp lies inside it (a delivered uc_stack's flags are not
+  // about where this handler runs).
   if ((ss.ss_flags & SS_DISABLE) || sp < lo || sp - lo >= ss.ss_size) return true;
   return sp - lo >= bytes;
 }
