@@ -238,7 +238,6 @@ bool report_temp_flush_first(ReportTemp* t) {
 }
 
 bool report_temp_rename(ReportTemp* t, const Capture& c, const char* ext, char* name, size_t size) {
-  t->sync_err = 0;
   if (!report_temp_flush_first(t)) {
     report_temp_discard(t);
     return false;

@@ -92,7 +92,8 @@ void unwind_into(const ucontext_t* uc, Request& r, ThreadState* ts, const stack_
 // each answering thread, and the settings at delivery (with SS_AUTODISARM
 // the live ones say "disabled" while the handler runs on it).
 bool stack_is_roomy(const stack_t& ss) {
-  if (stack_has_room(SIZE_MAX, &ss)) return true;  // not on the signal stack
+  char here;
+  if (!on_signal_stack(ss, reinterpret_cast<uintptr_t>(&here))) return true;
   if (unwind_uses_cfi() && stack_has_room(kCfiStackBytes, &ss)) return true;
   return ss.ss_size >= (48u << 10);
 }
@@ -202,12 +203,6 @@ Chaining g_chaining[kChainingSlots];
 // (two pages written in every fork child otherwise).
 bool g_chaining_used = false;
 
-// True when sp lies on the signal stack ss (of this thread, now).
-bool on_stack(const stack_t& ss, uintptr_t sp) {
-  uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
-  return (ss.ss_flags & SS_DISABLE) == 0 && sp >= lo && sp - lo < ss.ss_size;
-}
-
 // False when this thread is already inside chain_previous (the loop).
 // *mine: the slot to free afterwards (none when every slot is taken), held
 // under this thread's id, *self.
@@ -224,7 +219,8 @@ __attribute__((noinline)) bool enter_chaining(Chaining** mine, pid_t* self_out) 
     // stack: called again from inside.
     stack_t ss;
     bool same_stack = true;
-    if (sigaltstack(nullptr, &ss) == 0) same_stack = on_stack(ss, sp) == on_stack(ss, e.sp);
+    if (sigaltstack(nullptr, &ss) == 0)
+      same_stack = on_signal_stack(ss, sp) == on_signal_stack(ss, e.sp);
     if (e.tp == tp && same_stack && sp + 512 < e.sp && e.sp - sp < (64u << 10)) return false;
     *mine = &e;
     break;

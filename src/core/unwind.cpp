@@ -201,11 +201,9 @@ bool stack_has_room(uintptr_t bytes, const stack_t* known) {
   }
   char here;
   uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
-  uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
   // On it when sp lies inside it (a delivered uc_stack's flags are not
   // about where this handler runs).
-  if ((ss.ss_flags & SS_DISABLE) || sp < lo || sp - lo >= ss.ss_size) return true;
-  return sp - lo >= bytes;
+  return !on_signal_stack(ss, sp) || sp - reinterpret_cast<uintptr_t>(ss.ss_sp) >= bytes;
 }
 
 void unwind_from_context(const ucontext_t* uc, const ModuleTable& modules, ThreadCapture* t,

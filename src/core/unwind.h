@@ -50,6 +50,12 @@ bool libunwind_available();
 // modules' tables, and libunwind is not the choice (or not loaded).
 bool unwind_uses_cfi();
 
+// True when sp lies on the signal stack ss (one that is enabled).
+inline bool on_signal_stack(const stack_t& ss, uintptr_t sp) {
+  uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
+  return (ss.ss_flags & SS_DISABLE) == 0 && sp >= lo && sp - lo < ss.ss_size;
+}
+
 // True unless this thread runs on a signal stack with less than `bytes`
 // left below it. `known`: the signal stack when the caller knows it (a
 // delivered uc_stack), else nullptr: the one sigaltstack reports.

@@ -39,6 +39,19 @@ def clean_env(**extra):
     return e
 
 
+def only_report(d):
+    """The one report in d: its path and its validated document."""
+    [path] = reports(d)
+    with open(path) as f:
+        return path, fltest.validate(json.load(f))
+
+
+def stderr_report(err):
+    """The report copied to stderr between the markers, parsed."""
+    body = err.split("--- faultline report begin ---\n", 1)[1]
+    return json.loads(body.split("--- faultline report end ---", 1)[0])
+
+
 # --- report names: unique across pid namespaces, never replacing a file -----------------
 
 @pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0,
@@ -86,8 +99,7 @@ def test_file_size_limit_gives_efbig_and_the_stderr_copy_not_sigxfsz(tmp_path):
     err = p.stderr.decode(errors="replace")
     assert p.returncode == -signal.SIGSEGV, (p.returncode, err)  # not SIGXFSZ (exit 153)
     assert "EFBIG" in err and "--- faultline report begin ---" in err
-    body = err.split("--- faultline report begin ---\n", 1)[1].split("--- faultline report end ---")[0]
-    assert json.loads(body)["signal"]["name"] == "SIGSEGV"
+    assert stderr_report(err)["signal"]["name"] == "SIGSEGV"
     assert os.listdir(tmp_path) == []  # no report, no .tmp left behind
 
 
@@ -107,9 +119,7 @@ def test_address_space_limit_gets_a_smaller_arena_not_no_report(tmp_path):
     m = re.search(r"faultline: the crash arena of 64 MiB could not be mapped \(ENOMEM, ulimit -v\?\); "
                   r"using (\d+) MiB", err)
     assert m and 1 <= int(m.group(1)) <= 16, err
-    [path] = reports(tmp_path)
-    with open(path) as f:
-        rep = fltest.validate(json.load(f))
+    _, rep = only_report(tmp_path)
     assert fltest.native_symbols(rep["threads"][0])[:2] == ["null_read", "level3"]
     assert rep["faultline"]["errors"] == []
 
@@ -681,13 +691,9 @@ def test_report_kept_and_copied_to_stderr_when_its_flush_fails(tmp_path):
     # before the flush now, and stays (a reader may still find it whole),
     # and stderr says it may not last and carries the copy to trust.
     err = crash_denied(tmp_path, {74: errno.EIO})  # fsync
-    [path] = reports(tmp_path)
-    with open(path) as f:
-        rep = fltest.validate(json.load(f))
+    path, rep = only_report(tmp_path)
     assert f"report written to {path} but not flushed to the disk: EIO" in err, err
-    copy = err.split("--- faultline report begin ---\n", 1)[1]
-    copy = copy.split("--- faultline report end ---", 1)[0]
-    assert json.loads(copy)["diagnosis"]["signature"] == rep["diagnosis"]["signature"]
+    assert stderr_report(err)["diagnosis"]["signature"] == rep["diagnosis"]["signature"]
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
 
@@ -700,8 +706,7 @@ def test_where_the_filesystem_is_unknown_the_report_is_flushed_before_its_rename
     err = crash_denied(tmp_path, {138: errno.EPERM, 74: errno.EIO})  # fstatfs, fsync
     assert reports(tmp_path) == [], err
     assert "could not write the report to" in err and ": EIO" in err, err
-    copy = err.split("--- faultline report begin ---\n", 1)[1]
-    fltest.validate(json.loads(copy.split("--- faultline report end ---", 1)[0]))
+    fltest.validate(stderr_report(err))
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
 
@@ -739,13 +744,21 @@ def test_report_is_seen_while_the_disk_is_slow_to_flush(tmp_path):
     err = p.communicate(timeout=120)[1].decode(errors="replace")
     assert p.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), err
     assert seen, (os.listdir(tmp_path), err)  # seen while the process waited on the disk
-    [path] = reports(tmp_path)
-    with open(path) as f:
-        rep = fltest.validate(json.load(f))
+    _, rep = only_report(tmp_path)
     assert rep["signal"]["name"] == "SIGSEGV"
 
 
 THREADS = fltest.program("threads")
+
+
+def crash_with_minidump_under_watchdog(tmp_path, inject):
+    """The threads program's crash with a minidump and a 1 s watchdog, one
+    system call slowed by strace (inject): its stderr and its one report."""
+    env = clean_env(FAULTLINE_DIR=str(tmp_path), FAULTLINE_WATCHDOG="1", FAULTLINE_MINIDUMP="1")
+    r = subprocess.run(strace_argv(inject, THREADS, "many"), env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), r.stderr
+    return (r.stderr, *only_report(tmp_path))
 
 
 @pytest.mark.skipif(not strace_works(), reason="needs strace, and ptrace allowed")
@@ -754,14 +767,8 @@ def test_a_report_written_while_the_minidump_waits_on_the_disk_names_it(tmp_path
     # The owner renamed the minidump and waits on its flush past the
     # watchdog, and another thread writes the report: the report names the
     # minidump (it said none, and the two files had different names).
-    env = clean_env(FAULTLINE_DIR=str(tmp_path), FAULTLINE_WATCHDOG="1", FAULTLINE_MINIDUMP="1")
-    r = subprocess.run(strace_argv("fsync:delay_enter=6000000", THREADS, "many"), env=env,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), r.stderr
-    assert "writing what was captured from another thread" in r.stderr, r.stderr
-    [path] = reports(tmp_path)
-    with open(path) as f:
-        rep = fltest.validate(json.load(f))
+    err, path, rep = crash_with_minidump_under_watchdog(tmp_path, "fsync:delay_enter=6000000")
+    assert "writing what was captured from another thread" in err, err
     dmp = rep["minidump"]
     assert dmp and os.path.exists(tmp_path / dmp) and dmp[:-4] == os.path.basename(path)[:-5], dmp
 
@@ -773,13 +780,7 @@ def test_a_minidump_whose_flush_the_watchdog_cut_short_is_named_as_written(tmp_p
     # once the flush returns. The minidump was already published: the report
     # said "no minidump" beside its name, and its descriptors stayed open.
     skip_unless_renamed_first(tmp_path)
-    env = clean_env(FAULTLINE_DIR=str(tmp_path), FAULTLINE_WATCHDOG="1", FAULTLINE_MINIDUMP="1")
-    r = subprocess.run(strace_argv("fsync:delay_enter=2000000:when=1", THREADS, "many"), env=env,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), r.stderr
-    [path] = reports(tmp_path)
-    with open(path) as f:
-        rep = fltest.validate(json.load(f))
+    _, _, rep = crash_with_minidump_under_watchdog(tmp_path, "fsync:delay_enter=2000000:when=1")
     assert rep["minidump"] and os.path.exists(tmp_path / rep["minidump"]), rep["minidump"]
     errors = rep["faultline"]["errors"]
     assert "minidump: written; its flush to the disk was cut short" in errors, errors
@@ -797,8 +798,7 @@ def test_a_minidump_on_a_filesystem_flushed_first_leaves_no_temporary_file(tmp_p
     err = p.stderr.decode(errors="replace")
     assert p.returncode == -signal.SIGSEGV, err
     assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
-    copy = err.split("--- faultline report begin ---\n", 1)[1]
-    rep = fltest.validate(json.loads(copy.split("--- faultline report end ---", 1)[0]))
+    rep = fltest.validate(stderr_report(err))
     assert "minidump: not written: could not flush its file (EIO)" in rep["faultline"]["errors"]
     assert rep["minidump"] is None
 
@@ -815,9 +815,7 @@ def test_nothing_on_stderr_from_the_watchdog_under_stderr_0(tmp_path):
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), r.stderr
     assert "faultline" not in r.stderr, r.stderr
-    [path] = reports(tmp_path)
-    with open(path) as f:
-        rep = fltest.validate(json.load(f))
+    _, rep = only_report(tmp_path)
     assert any("another thread wrote this report" in e for e in rep["faultline"]["errors"]), rep
 
 
@@ -876,9 +874,7 @@ def test_a_real_time_signal_is_named_and_the_report_valid(tmp_path):
     p = subprocess.run([PY, "-c", code], env=env, capture_output=True, timeout=60)
     assert p.returncode == -(signal.SIGRTMIN + 5), p.stderr
     assert b"FAULTLINE_SIGNALS" not in p.stderr, p.stderr
-    [path] = reports(tmp_path)
-    with open(path) as f:
-        doc = fltest.validate(json.load(f))
+    _, doc = only_report(tmp_path)
     assert doc["signal"]["name"] == "SIGRTMIN+5" and doc["signal"]["number"] == signal.SIGRTMIN + 5
 
 
