@@ -4,10 +4,10 @@
 // (crash-objects.txt); loaded into the interpreter with ctypes.PyDLL.
 #include <time.h>
 
-#include "core/arena.h"
-#include "core/modules.h"
-#include "core/python.h"
-#include "core/safe_read.h"
+#include "core/base/arena.h"
+#include "core/modules/modules.h"
+#include "core/python/python.h"
+#include "core/base/safe_read.h"
 
 using namespace faultline::core;
 

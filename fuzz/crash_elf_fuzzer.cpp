@@ -17,9 +17,9 @@
 #include <cstring>
 #include <string>
 
-#include "core/arena.h"
-#include "core/elf_lookup.h"
-#include "core/elf_symbols.h"
+#include "core/base/arena.h"
+#include "core/modules/elf_lookup.h"
+#include "core/modules/elf_symbols.h"
 #include "memfd_input.h"
 
 using namespace faultline::core;

@@ -28,7 +28,7 @@
 #include "cli/commands.h"
 #include "cli/report_input.h"
 #include "cli/upload.h"
-#include "core/rt_signal.h"
+#include "core/base/rt_signal.h"
 #include "report/render.h"
 
 extern char** environ;

@@ -8,11 +8,11 @@
 #include <stdint.h>
 #include <ucontext.h>
 
-#include "core/annotations.h"
+#include "core/capture/annotations.h"
 #include "core/frames.h"
-#include "core/modules.h"
+#include "core/modules/modules.h"
 #include "core/phase.h"
-#include "core/python.h"
+#include "core/python/python.h"
 
 namespace faultline::core {
 

@@ -9,7 +9,7 @@
 #include <sys/types.h>
 #include <ucontext.h>
 
-#include "core/classify.h"
+#include "core/diagnosis/classify.h"
 
 namespace faultline::core {
 

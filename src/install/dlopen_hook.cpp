@@ -1,4 +1,4 @@
-// Keeps the module snapshot (core/module_snapshot.h) close to the link map
+// Keeps the module snapshot (core/modules/module_snapshot.h) close to the link map
 // in programs that load libraries long after start, as Python does with
 // every extension it imports: faultline interposes dlopen and refreshes the
 // snapshot before each one. So a crash finds the snapshot current, or
@@ -13,8 +13,8 @@
 
 #include <dlfcn.h>
 
-#include "core/crash.h"
-#include "core/module_snapshot.h"
+#include "core/crash_state.h"
+#include "core/modules/module_snapshot.h"
 
 namespace faultline::core {
 namespace {

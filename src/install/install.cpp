@@ -18,25 +18,25 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "core/altstacks.h"
-#include "core/annotations.h"
-#include "core/classify.h"
-#include "core/crash.h"
-#include "core/module_snapshot.h"
-#include "core/python.h"
-#include "core/raw_log.h"
-#include "core/rt_signal.h"
-#include "core/safe_read.h"
-#include "core/sigaction_real.h"
-#include "core/signals.h"
-#include "core/str.h"
-#include "core/sys.h"
-#include "core/terminate.h"
-#include "core/thread_state.h"
-#include "core/threads.h"
-#include "core/torchelastic.h"
-#include "core/unwind.h"
-#include "core/unwind_cfi.h"
+#include "core/capture/altstacks.h"
+#include "core/capture/annotations.h"
+#include "core/diagnosis/classify.h"
+#include "core/crash_state.h"
+#include "core/modules/module_snapshot.h"
+#include "core/python/python.h"
+#include "core/base/raw_log.h"
+#include "core/base/rt_signal.h"
+#include "core/base/safe_read.h"
+#include "core/base/sigaction_real.h"
+#include "core/base/signals.h"
+#include "core/base/str.h"
+#include "core/base/sys.h"
+#include "core/terminate_record.h"
+#include "core/base/thread_state.h"
+#include "core/capture/threads.h"
+#include "core/write/torchelastic.h"
+#include "core/unwind/unwind.h"
+#include "core/unwind/unwind_with_cfi.h"
 #include "faultline/faultline.h"
 #include "install/libunwind_load.h"
 #include "install/options.h"
@@ -440,7 +440,7 @@ void faultline::install::options_defaults(faultline_options* opts) {
 }
 
 // Who runs first at a hardware fault when the program has its own handler
-// behind faultline's (core/chain.h). A deployment switch, like the unwinder.
+// behind faultline's (core/signal/chain.h). A deployment switch, like the unwinder.
 static void read_chain_order(Config* cfg) {
   cfg->chain_order = ChainOrder::kAuto;
   const char* v = secure_getenv("FAULTLINE_CHAIN_ORDER");

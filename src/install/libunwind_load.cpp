@@ -4,8 +4,8 @@
 #include <link.h>
 #include <stdint.h>
 
-#include "core/thread_state.h"
-#include "core/unwind.h"
+#include "core/base/thread_state.h"
+#include "core/unwind/unwind.h"
 #include "install/dlopen_hook.h"
 
 // libunwind.h names its functions through macros (unw_step is

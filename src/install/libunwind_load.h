@@ -6,7 +6,7 @@
 namespace faultline::install {
 
 // dlopen()s libunwind, resolves its local-unwinding entry points and hands
-// them to the crash path (core/unwind.h). Install time only. Returns false,
+// them to the crash path (core/unwind/unwind.h). Install time only. Returns false,
 // with *why set to the loader's message, when it cannot be loaded.
 bool libunwind_load(const char** why);
 

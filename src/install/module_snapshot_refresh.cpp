@@ -1,4 +1,4 @@
-// Install-time half of the module snapshot (see core/module_snapshot.h):
+// Install-time half of the module snapshot (see core/modules/module_snapshot.h):
 // reads the loaded modules under the loader's lock and publishes them for the
 // crash handler. Not signal-safe.
 #include <elf.h>
@@ -10,8 +10,8 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
-#include "core/module_snapshot.h"
-#include "core/module_snapshot_data.h"
+#include "core/modules/module_snapshot.h"
+#include "core/modules/module_snapshot_data.h"
 
 namespace faultline::core {
 namespace {

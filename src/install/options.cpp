@@ -10,8 +10,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "core/raw_log.h"
-#include "core/str.h"
+#include "core/base/raw_log.h"
+#include "core/base/str.h"
 
 namespace faultline::install {
 

@@ -12,9 +12,9 @@
 #include <errno.h>
 #include <signal.h>
 
-#include "core/chain.h"
-#include "core/crash.h"
-#include "core/sigaction_real.h"
+#include "core/signal/chain.h"
+#include "core/crash_state.h"
+#include "core/base/sigaction_real.h"
 
 namespace faultline::core {
 

@@ -1,6 +1,6 @@
 // The sigaction() interposer (FAULTLINE_STAY_IN_FRONT): keeps faultline's
 // handlers in front of the program's, and finds libc's sigaction for
-// faultline's own calls (core/sigaction_real.h). Install time.
+// faultline's own calls (core/base/sigaction_real.h). Install time.
 #pragma once
 
 namespace faultline::core {

@@ -15,9 +15,9 @@
 #include <exception>
 #include <typeinfo>
 
-#include "core/str.h"
-#include "core/sys.h"
-#include "core/terminate.h"
+#include "core/base/str.h"
+#include "core/base/sys.h"
+#include "core/terminate_record.h"
 
 namespace faultline::core {
 

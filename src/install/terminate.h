@@ -1,5 +1,5 @@
 // Installs the std::terminate handler that records an uncaught exception
-// for the crash report (core/terminate.h holds the record). Install time,
+// for the crash report (core/terminate_record.h holds the record). Install time,
 // and again when modules were loaded (a C++ runtime may have come with
 // them): installs nothing while the process has no libstdc++, which the
 // library never loads itself.

@@ -12,7 +12,7 @@ void set_thread_altstacks(bool on);
 // Gives the calling thread an alternate stack if it has none big enough.
 void ensure_thread_altstack();
 // In a fork child: registers the forking thread's faultline stack (if it
-// has one) under its new thread id (core/altstacks.h).
+// has one) under its new thread id (core/capture/altstacks.h).
 void register_altstack_after_fork();
 
 }  // namespace faultline::core

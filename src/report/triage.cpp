@@ -15,7 +15,7 @@
 #include <set>
 #include <thread>
 
-#include "core/signature.h"
+#include "core/diagnosis/signature.h"
 
 namespace faultline::report {
 

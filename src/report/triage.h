@@ -5,7 +5,7 @@
 //
 // Reports group by diagnosis.signature, the writer's fingerprint. A report
 // without one gets the same signature computed here, by the crash path's own
-// algorithm (core/signature.h; doc/report-format.md, "Crash signature"), so
+// algorithm (core/diagnosis/signature.h; doc/report-format.md, "Crash signature"), so
 // one bug lands in one group whichever side computed it.
 #pragma once
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/symbol_rank.h"
+#include "core/modules/symbol_rank.h"
 
 namespace faultline::symbolize::internal {
 namespace {

@@ -13,10 +13,10 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "core/arena.h"
-#include "core/minidump.h"
-#include "core/modules.h"
-#include "core/safe_read.h"
+#include "core/base/arena.h"
+#include "core/minidump/minidump.h"
+#include "core/modules/modules.h"
+#include "core/base/safe_read.h"
 
 using namespace faultline::core;
 

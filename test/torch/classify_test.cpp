@@ -2,14 +2,14 @@
 // would carry it (module path and mangled symbol, or co_filename and
 // co_name) and the rule that must claim it. The last test fails when a rule
 // of the table has no case here.
-#include "core/classify.h"
+#include "core/diagnosis/classify.h"
 
 #include <doctest/doctest.h>
 
 #include <set>
 #include <string>
 
-#include "core/signature.h"
+#include "core/diagnosis/signature.h"
 
 using namespace faultline::core;
 

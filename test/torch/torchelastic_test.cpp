@@ -3,7 +3,7 @@
 // torch.distributed.elastic reads (checked here with nlohmann, and against
 // the real torch by test_torchelastic_format.py, which runs this program as
 // `torch_unit_tests --elastic-file PATH`).
-#include "core/torchelastic.h"
+#include "core/write/torchelastic.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/crash.h"
+#include "core/crash_state.h"
 
 using namespace faultline::core;
 

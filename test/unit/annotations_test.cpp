@@ -2,7 +2,7 @@
 // read the table only up to the highest slot ever claimed; a key in a slot
 // far up, or one set again after the slots below it were freed, must still
 // be found and must not be stored twice.
-#include "core/annotations.h"
+#include "core/capture/annotations.h"
 
 #include <doctest/doctest.h>
 

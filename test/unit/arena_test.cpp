@@ -1,7 +1,7 @@
 // The arena hands out zeroed memory: after a reset it clears what an earlier
 // capture wrote, and it leaves memory never handed out (the kernel's zero
 // pages) untouched.
-#include "core/arena.h"
+#include "core/base/arena.h"
 
 #include <doctest/doctest.h>
 #include <sys/mman.h>

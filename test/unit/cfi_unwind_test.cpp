@@ -3,7 +3,7 @@
 // trampoline, and from a call through a bad function pointer. Also the
 // module snapshot against the crash-time link-map walk.
 #define UNW_LOCAL_ONLY
-#include "core/cfi_unwind.h"
+#include "core/unwind/cfi/engine.h"
 
 #include <dlfcn.h>
 #include <doctest/doctest.h>
@@ -13,11 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/arena.h"
-#include "core/cfi_table.h"
-#include "core/module_snapshot.h"
-#include "core/modules.h"
-#include "core/safe_read.h"
+#include "core/base/arena.h"
+#include "core/unwind/cfi/table.h"
+#include "core/modules/module_snapshot.h"
+#include "core/modules/modules.h"
+#include "core/base/safe_read.h"
 
 using namespace faultline::core;
 
@@ -306,7 +306,7 @@ TEST_CASE("cfi unwinder: a return address follows a call of every length") {
   }
 }
 
-// The row cache (cfi_table.cpp): a pool handed out in order and an index
+// The row cache (unwind/cfi/table.cpp): a pool handed out in order and an index
 // over it. Rows come back for their key within a generation only, keys
 // whose homes collide are all found, a full pool keeps what it has, and a
 // new generation starts the pool again.

@@ -2,7 +2,7 @@
 // category, the one-line summary (with the PyTorch layer it names) and the
 // signature, which must equal the specification's test vectors
 // (doc/report-format.md) for the same frames.
-#include "core/diagnosis.h"
+#include "core/diagnosis/diagnosis.h"
 
 #include <doctest/doctest.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "core/terminate.h"
+#include "core/terminate_record.h"
 
 using namespace faultline::core;
 

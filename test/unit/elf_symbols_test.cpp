@@ -1,6 +1,6 @@
 // The crash path's ELF symbol lookup, checked against nm (binutils) for
 // system libraries: nm is the independent oracle.
-#include "core/elf_symbols.h"
+#include "core/modules/elf_symbols.h"
 
 #include <dlfcn.h>
 #include <doctest/doctest.h>
@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "core/arena.h"
-#include "core/elf_lookup.h"
-#include "core/elf_source.h"
+#include "core/base/arena.h"
+#include "core/modules/elf_lookup.h"
+#include "core/modules/elf_source.h"
 
 using namespace faultline::core;
 

@@ -1,7 +1,7 @@
 // The mapping lookups behind a recovered fault's classification
-// (src/core/fault_access.cpp): the text of /proc/self/maps, read through a
+// (src/core/signal/fault_access.cpp): the text of /proc/self/maps, read through a
 // fixed buffer, and the kernel's PROCMAP_QUERY, against mappings made here.
-#include "core/fault_access.h"
+#include "core/signal/fault_access.h"
 
 #include <doctest/doctest.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-#include "core/fault_insn.h"
+#include "core/capture/fault_insn.h"
 
 #include <doctest/doctest.h>
 

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "core/json_writer.h"
+#include "core/write/json_writer.h"
 
 template <typename Fn>
 std::string render_json(Fn fn, size_t bufsize = 64) {

@@ -1,6 +1,6 @@
 // The crash path's JSON writer: every byte sequence must come out as JSON
 // that a strict parser (nlohmann::json) accepts, and text must round-trip.
-#include "core/json_writer.h"
+#include "core/write/json_writer.h"
 
 #include <doctest/doctest.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 // it, as a fault or the watchdog does) must not hold back later refreshes,
 // and a module's identity includes its dynamic section (dlclose(A) then
 // dlopen(B) may give B A's link-map node, load address and name buffer).
-#include "core/module_snapshot.h"
+#include "core/modules/module_snapshot.h"
 
 #include <dlfcn.h>
 #include <doctest/doctest.h>
@@ -14,10 +14,10 @@
 
 #include <initializer_list>
 
-#include "core/arena.h"
-#include "core/module_snapshot_data.h"
-#include "core/modules.h"
-#include "core/safe_read.h"
+#include "core/base/arena.h"
+#include "core/modules/module_snapshot_data.h"
+#include "core/modules/modules.h"
+#include "core/base/safe_read.h"
 
 using namespace faultline::core;
 

@@ -2,14 +2,14 @@
 // (the common frame) must be, byte for byte, what the field-by-field path
 // writes; a 64-byte buffer leaves no room for a piece and forces that path
 // for every frame.
-#include "core/report_threads.h"
+#include "core/write/report_threads.h"
 
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/classify.h"
+#include "core/diagnosis/classify.h"
 #include "json_render.h"
 
 using namespace faultline::core;

@@ -1,4 +1,4 @@
-#include "core/safe_read.h"
+#include "core/base/safe_read.h"
 
 #include <doctest/doctest.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "core/scrub.h"
+#include "core/write/scrub.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-#include "core/signals.h"
+#include "core/base/signals.h"
 
 #include <doctest/doctest.h>
 #include <signal.h>
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/rt_signal.h"
+#include "core/base/rt_signal.h"
 
 using namespace faultline::core;
 

@@ -1,7 +1,7 @@
 // The crash signature against its specification: the test vectors of
 // doc/report-format.md ("Crash signature"), read from the document itself,
 // through the SignatureBuilder the crash path and `faultline triage` use.
-#include "core/signature.h"
+#include "core/diagnosis/signature.h"
 
 #include <doctest/doctest.h>
 

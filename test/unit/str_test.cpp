@@ -1,11 +1,11 @@
-#include "core/str.h"
+#include "core/base/str.h"
 
 #include <doctest/doctest.h>
 
 #include <ctime>
 #include <string>
 
-#include "core/time_fmt.h"
+#include "core/base/time_fmt.h"
 
 using namespace faultline::core;
 

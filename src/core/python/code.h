@@ -5,10 +5,10 @@
 
 #include <stdint.h>
 
-#include "core/arena.h"
+#include "core/base/arena.h"
 #include "core/python/layouts.h"
 #include "core/python/runtime.h"
-#include "core/safe_read.h"
+#include "core/base/safe_read.h"
 
 namespace faultline::core::python {
 

@@ -8,8 +8,8 @@
 #include <stdint.h>
 
 #include "core/frames.h"
-#include "core/modules.h"
-#include "core/python.h"
+#include "core/modules/modules.h"
+#include "core/python/python.h"
 #include "core/python/layouts.h"
 
 namespace faultline::core::python {

@@ -1,7 +1,7 @@
 // Unicode objects and line tables, read from a possibly corrupt interpreter.
 #include "core/python/text.h"
 
-#include "core/safe_read.h"
+#include "core/base/safe_read.h"
 
 namespace faultline::core::python {
 namespace {

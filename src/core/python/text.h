@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/arena.h"
+#include "core/base/arena.h"
 #include "core/python/layouts.h"
 
 namespace faultline::core::python {

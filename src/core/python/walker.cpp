@@ -6,13 +6,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/python.h"
+#include "core/python/python.h"
 #include "core/python/code.h"
 #include "core/python/layouts.h"
 #include "core/python/runtime.h"
 #include "core/python/text.h"
-#include "core/safe_read.h"
-#include "core/str.h"
+#include "core/base/safe_read.h"
+#include "core/base/str.h"
 
 namespace faultline::core {
 namespace {

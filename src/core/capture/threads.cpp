@@ -1,0 +1,725 @@
+#include "core/capture/threads.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "core/capture/altstacks.h"
+#include "core/crash_state.h"
+#include "core/minidump/minidump_file.h"
+#include "core/base/recover.h"
+#include "core/base/safe_read.h"
+#include "core/base/sigaction_real.h"
+#include "core/base/start_text.h"
+#include "core/base/str.h"
+#include "core/base/sys.h"
+#include "core/unwind/unwind.h"
+#include "core/unwind/unwind_with_cfi.h"
+#include "core/signal/watchdog.h"
+
+namespace faultline::core {
+namespace {
+
+// Where one thread's stack request stands. The owner moves it to
+// kRequested before the signal; the target claims it, then either finishes
+// (kDone) or parks (kParked) for the owner to unwind it and let it go
+// (kDone). The owner withdraws what was not claimed in time (kIdle).
+enum class RequestState : int {
+  kIdle,       // idle, or withdrawn by the owner
+  kRequested,  // asked; the signal is on its way
+  kClaimed,    // the target is answering
+  kParked,     // uc is set; the target waits for the owner to unwind it
+  kDone,       // unwound by itself, or released by the owner
+  kGone,       // the thread exited before it could be asked
+};
+using AtomicRequestState = std::atomic<RequestState>;
+static_assert(AtomicRequestState::is_always_lock_free &&
+                  sizeof(AtomicRequestState) == sizeof(int) &&
+                  std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free,
+              "a request state is a futex word");
+
+// One request per thread slot. Written by the owner before the signal, by
+// the target after.
+struct Request {
+  volatile pid_t tid;
+  AtomicRequestState state;
+  ThreadCapture* slot;
+  int max_frames;
+  const ucontext_t* volatile uc;
+};
+
+bool move(AtomicRequestState& s, RequestState from, RequestState to) {
+  return s.compare_exchange_strong(from, to, std::memory_order_acq_rel);
+}
+RequestState load(const AtomicRequestState& s) {
+  return s.load(std::memory_order_acquire);
+}
+
+// A parked thread gives up waiting after 30 s: by then the process has been
+// ended by the watchdog, or the owner has died.
+constexpr int kMaxParkSeconds = 30;
+// Threads unwinding themselves right now. A late one (past the owner's
+// deadline) still writes into its slot, so a new capture waits for it.
+std::atomic<int> g_inflight{0};
+
+// How many threads have answered (unwound or parked) in this capture; the
+// owner sleeps on it.
+std::atomic<int> g_answered{0};  // a futex word
+// How many answers the owner waits for; until it knows (all signals sent),
+// more than can come. Only the last answer wakes the owner: a wake per
+// answer cost 256 context switches of the owner at 256 threads, on the same
+// few CPUs the answering threads need.
+std::atomic<int> g_expected{0};
+
+const ModuleTable* volatile g_modules = nullptr;
+
+struct Request;
+void unwind_into(const ucontext_t* uc, Request& r, ThreadState* ts, const stack_t* running_on);
+
+// True when this thread's current stack has room for its unwinder: not on
+// a signal stack, or on one of at least 48 KiB for libunwind, or with
+// kCfiStackBytes left below us for the CFI unwinder (Python's
+// faulthandler gives the main thread a 16 KiB signal stack: with the CFI
+// unwinder it unwinds itself instead of parking). The signal stack as the
+// kernel saved it in the delivered context: no sigaltstack system call in
+// each answering thread, and the settings at delivery (with SS_AUTODISARM
+// the live ones say "disabled" while the handler runs on it).
+bool stack_is_roomy(const stack_t& ss) {
+  char here;
+  if (!on_signal_stack(ss, reinterpret_cast<uintptr_t>(&here))) return true;
+  if (unwind_uses_cfi() && stack_has_room(kCfiStackBytes, &ss)) return true;
+  return ss.ss_size >= (48u << 10);
+}
+
+// futex(2) on a 32-bit atomic: raw system calls, async-signal-safe.
+void futex_wait(const void* addr, int expected, int timeout_ms) {
+  struct timespec ts = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
+}
+
+void futex_wake(const void* addr) {
+  syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 0x7fffffff, nullptr, nullptr, 0);
+}
+
+void answer() {
+  int now = g_answered.fetch_add(1, std::memory_order_seq_cst) + 1;
+  if (now >= g_expected.load(std::memory_order_seq_cst)) futex_wake(&g_answered);
+}
+
+constexpr int kMaxRequests = 1024;
+Request g_requests[kMaxRequests];
+volatile int g_nrequests = 0;
+std::atomic<bool> g_active{false};  // a capture is asking
+int g_signo = 0;
+// The handler signals that are not a capture's go on to: the one installed
+// before ours, or the program's own that a capture found in our place. Two
+// slots, one published: a thread chaining while the owner replaces it
+// reads a whole one.
+// alignas(8), its natural alignment: the compiler would give an array this
+// size 32, which sorts it among the big tables (-fdata-sections and the
+// link's --sort-section=alignment) and costs a page fault at every start;
+// with 8 it shares the page of the small variables install writes anyway.
+alignas(8) struct sigaction g_previous_slots[2];
+int g_previous_at = 0;  // atomic: the published slot
+const struct sigaction& previous() {
+  return g_previous_slots[__atomic_load_n(&g_previous_at, __ATOMIC_ACQUIRE) & 1];
+}
+pid_t g_pid = 0;
+// The next request to be asked. The owner asks them in order, and each
+// thread that answers asks the next one before it unwinds itself: a woken
+// thread often preempts the owner on its CPU, and with only the owner
+// asking, the other CPUs went idle while it waited for its turn (half the
+// threads phase at 64 threads on two CPUs). Each index is taken once.
+std::atomic<int> g_next_ask{kMaxRequests};
+pid_t g_ask_pid = 0;
+// Between ask_other_threads and collect_other_threads: when the asking
+// ended, and the thread slots listed (the owner's own included).
+uint64_t g_asked_ns = 0;
+int g_asked_count = 1;
+
+// Asks request i's thread for its stack. Its signal stack's top first: the
+// kernel writes the signal frame there and the unwinder runs below it; one
+// system call here instead of page faults there. A thread that exited
+// counts as answered.
+void ask(int i) {
+  Request& r = g_requests[i];
+  // A thread that took its index just before the owner withdrew: the
+  // request is gone (narrows the window; a late signal finds nothing to do).
+  if (!g_active.load(std::memory_order_acquire)) return;
+  pid_t tid = r.tid;
+  altstack_prefault(tid, kAltStackPrefaultBytes);
+  if (syscall(SYS_tgkill, g_ask_pid, tid, g_signo) == 0) return;
+  // Not asked: counted as answered at once, so the owner does not wait for
+  // it. EAGAIN: the user's queue of real-time signals is full.
+  int err = errno;
+  if (move(r.state, RequestState::kRequested, RequestState::kGone)) {
+    r.slot->note = err == ESRCH ? "thread exited before it could be asked for its stack"
+                   : err == EAGAIN
+                       ? "could not be asked for its stack: the queue of real-time signals is "
+                         "full (RLIMIT_SIGPENDING)"
+                       : "could not be asked for its stack: the thread-dump signal was refused";
+    answer();
+  }
+}
+
+// Asks the next request not yet asked; false when all have been.
+bool ask_next() {
+  int i = g_next_ask.fetch_add(1, std::memory_order_acq_rel);
+  if (i >= g_nrequests || i >= kMaxRequests) return false;
+  ask(i);
+  return true;
+}
+
+// The owner: asks every request not yet asked, then tells answer() how
+// many answers to wait for. One deadline for all: threads park in
+// parallel; the last one wakes the owner (an answer before this store sees
+// more expected and wakes nobody; the owner's wait loop then sees it).
+void finish_asking(int nreq) {
+  while (ask_next()) {
+  }
+  g_expected.store(nreq, std::memory_order_seq_cst);
+}
+
+// Threads inside chain_previous now: its id, its thread pointer and its
+// stack address at entry. The same thread entering again deeper on the same
+// stack is a program's handler handing the signal back to ours (a loop);
+// otherwise it is a thread that jumped out of an earlier call (a siglongjmp
+// from the program's handler) and takes its slot over. Not ThreadState:
+// claiming one here could race the crash handler's own claim.
+struct Chaining {
+  pid_t tid;  // 0: free (atomic)
+  uintptr_t tp, sp;
+};
+constexpr int kChainingSlots = 256;
+Chaining g_chaining[kChainingSlots];
+// Whether a slot was ever taken: a fork child resets the slots only then
+// (two pages written in every fork child otherwise).
+bool g_chaining_used = false;
+
+// False when this thread is already inside chain_previous (the loop).
+// *mine: the slot to free afterwards (none when every slot is taken), held
+// under this thread's id, *self.
+__attribute__((noinline)) bool enter_chaining(Chaining** mine, pid_t* self_out) {
+  const pid_t self = sys_gettid();
+  *self_out = self;
+  const uintptr_t tp = thread_pointer();
+  char here;
+  const uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
+  for (Chaining& e : g_chaining) {
+    if (__atomic_load_n(&e.tid, __ATOMIC_ACQUIRE) != self) continue;
+    // Deeper by more than a signal frame and less than 64 KiB (one round
+    // of the loop: a signal frame and the program's handler), on the same
+    // stack: called again from inside.
+    stack_t ss;
+    bool same_stack = true;
+    if (sigaltstack(nullptr, &ss) == 0)
+      same_stack = on_signal_stack(ss, sp) == on_signal_stack(ss, e.sp);
+    if (e.tp == tp && same_stack && sp + 512 < e.sp && e.sp - sp < (64u << 10)) return false;
+    *mine = &e;
+    break;
+  }
+  // A free slot, else one of a thread that exited (it jumped out and left).
+  for (int pass = 0; pass < 2 && !*mine; ++pass) {
+    for (int i = 0; !*mine && i < kChainingSlots; ++i) {
+      pid_t owner = __atomic_load_n(&g_chaining[i].tid, __ATOMIC_ACQUIRE);
+      if (owner != 0 && (pass == 0 || !thread_is_gone(owner))) continue;
+      // Before the slot is taken: a fork between the two must not leave it
+      // taken in a child that skips the slots.
+      __atomic_store_n(&g_chaining_used, true, __ATOMIC_SEQ_CST);
+      if (__atomic_compare_exchange_n(&g_chaining[i].tid, &owner, self, false, __ATOMIC_ACQ_REL,
+                                      __ATOMIC_RELAXED)) {
+        *mine = &g_chaining[i];
+      }
+    }
+  }
+  // None left (more threads in the program's handler at once than slots):
+  // unguarded, as before the guard, rather than a signal the program waits
+  // for never reaching it.
+  if (!*mine) return true;
+  (*mine)->tp = tp;
+  (*mine)->sp = sp;
+  return true;
+}
+
+void chain_previous(int signo, siginfo_t* info, void* uc) {
+  const struct sigaction prev = previous();  // a copy: a capture may replace it
+  const bool sig = prev.sa_flags & SA_SIGINFO;
+  if (sig ? !prev.sa_sigaction : prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN) {
+    return;
+  }
+  // A program's handler that itself hands the signal on to the handler it
+  // replaced (faulthandler.register(chain=True)), ours, would come back
+  // here for good: once per thread at a time.
+  Chaining* mine = nullptr;
+  pid_t self = 0;
+  if (!enter_chaining(&mine, &self)) return;
+  // The program's handler runs with the mask the kernel would have given it
+  // (ours blocks every asynchronous signal): the mask at delivery, its
+  // sa_mask, and the signal itself unless SA_NODEFER.
+  sigset_t mask = static_cast<ucontext_t*>(uc)->uc_sigmask, old;
+  for (int s = 1; s < NSIG; ++s) {
+    if (sigismember(&prev.sa_mask, s) == 1) sigaddset(&mask, s);
+  }
+  if (!(prev.sa_flags & SA_NODEFER)) sigaddset(&mask, signo);
+  bool masked = sigprocmask(SIG_SETMASK, &mask, &old) == 0;
+  if (sig) {
+    prev.sa_sigaction(signo, info, uc);
+  } else {
+    prev.sa_handler(signo);
+  }
+  if (masked) sigprocmask(SIG_SETMASK, &old, nullptr);
+  // Only if still ours: an inner call on another stack may have taken the
+  // slot over and freed it, and another thread claimed it since.
+  if (mine) {
+    __atomic_compare_exchange_n(&mine->tid, &self, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  }
+}
+
+// The thread-dump signal's handler: runs on the target thread.
+// Unwinds a thread from its context into its slot. A corrupt stack ends
+// that thread's walk (the recovery point), not the capture. savemask 0: our
+// handlers block nothing extra (SA_NODEFER, empty sa_mask), and saving the
+// mask would cost a system call per thread.
+__attribute__((noinline)) void unwind_into(const ucontext_t* uc, Request& r, ThreadState* ts,
+                                           const stack_t* running_on) {
+  CaptureErrors errors = {};
+  if (!ts) {
+    unwind_from_context(uc, *g_modules, r.slot, r.max_frames, &errors, running_on);
+  } else if (sigsetjmp(ts->recover, 0) == 0) {
+    ts->recover_armed = 1;
+    unwind_from_context(uc, *g_modules, r.slot, r.max_frames, &errors, running_on);
+  } else {
+    safe_read_end_reads();  // a pipe read the jump abandoned
+    errors.add("unwind: fault while unwinding this thread (frames so far kept)");
+  }
+  if (ts) ts->recover_armed = 0;
+  if (errors.count && !r.slot->note) r.slot->note = errors.items[0];
+}
+
+void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
+  int saved = errno;
+  // In flight from before the check that a capture is asking: a capture
+  // that ends while this thread is anywhere between that check and its
+  // answer (a late answer) is not followed by one that reuses the requests
+  // and the arena under it (threads_quiet waits for the count).
+  g_inflight.fetch_add(1, std::memory_order_seq_cst);
+  // g_pid first: a system call costs ~1 us in a virtual machine, and each
+  // of the answering threads pays it.
+  if (!g_active.load(std::memory_order_seq_cst) || info->si_code != SI_TKILL ||
+      (info->si_pid != g_pid && info->si_pid != sys_getpid())) {
+    g_inflight.fetch_sub(1, std::memory_order_acq_rel);
+    errno = saved;
+    chain_previous(signo, info, ucv);  // not ours: the program's own use of the signal
+    return;
+  }
+  pid_t self = sys_gettid();
+  bool parked = false;
+  int n = g_nrequests;
+  for (int i = 0; i < n && i < kMaxRequests; ++i) {
+    Request& r = g_requests[i];
+    if (r.tid != self || !move(r.state, RequestState::kRequested, RequestState::kClaimed)) {
+      continue;
+    }
+    // The tid read before the claim may be a previous capture's: the owner
+    // writes the tid before the state, so after the claim it is current.
+    if (r.tid != self) {
+      // Its thread may have found it claimed and gone: asked again.
+      if (move(r.state, RequestState::kClaimed, RequestState::kRequested)) ask(i);
+      continue;
+    }
+    ask_next();                                    // keep the other CPUs busy: pass the asking on
+    ThreadState* found = thread_state_find(self);  // never claims: a parked thread needs none
+    const ucontext_t* secondary = found ? found->secondary_uc : nullptr;
+    const ucontext_t* uc = secondary ? secondary : static_cast<ucontext_t*>(ucv);
+    // Our own name, without three /proc system calls in the owner.
+    prctl(PR_GET_NAME, r.slot->name, 0, 0, 0);
+    if (r.slot->regs) minidump_save_thread(r.slot->regs, uc);
+    if (secondary) r.slot->note = "this thread crashed too, after the first crash";
+    const stack_t& running_on = static_cast<const ucontext_t*>(ucv)->uc_stack;
+    if (stack_is_roomy(running_on)) {
+      // Unwind ourselves, here: another thread may hold the loader's lock
+      // that libunwind takes, and it can only let go if it is not parked.
+      // Its recovery point: this thread's entry, claimed if it has none.
+      unwind_into(uc, r, found ? found : thread_state(self), &running_on);
+      // Counted only if the owner still expects it: a late answer must not
+      // count in a later capture's tally.
+      if (move(r.state, RequestState::kClaimed, RequestState::kDone)) answer();
+      break;
+    }
+    // A small signal stack (Python's faulthandler gives the main thread
+    // one of under 10 KiB) cannot hold libunwind: park, and let the owner
+    // unwind us from our context on its own stack. Only if the owner still
+    // expects us: a late answer must not park forever.
+    r.uc = uc;
+    if (!move(r.state, RequestState::kClaimed, RequestState::kParked)) break;
+    // The owner unwinds a parked thread before its capture ends, and this
+    // thread writes nothing more: no longer in flight.
+    parked = true;
+    answer();  // then out of flight: the answer belongs to this capture's tally
+    g_inflight.fetch_sub(1, std::memory_order_acq_rel);
+    // Sleep in the kernel until released.
+    for (int waited_s = 0; load(r.state) == RequestState::kParked; ++waited_s) {
+      if (waited_s > kMaxParkSeconds) break;  // the owner is gone: never hang a thread
+      futex_wait(&r.state, static_cast<int>(RequestState::kParked), 1000);
+    }
+    break;
+  }
+  if (!parked) g_inflight.fetch_sub(1, std::memory_order_acq_rel);
+  errno = saved;
+}
+
+// The threads in /proc/self/task (open at dir) other than self, into
+// threads[1..capacity); all counted in *threads_total. Returns the slots used.
+// Not inlined into capture_other_threads, whose sigsetjmp would make its
+// locals "clobbered" (-Wclobbered).
+__attribute__((noinline)) int list_threads(int dir, pid_t self, ThreadCapture* threads,
+                                           int capacity, int* threads_total) {
+  int count = 1;
+  for_each_dir_entry(dir, [&](const char* name) {
+    int64_t tid = 0;
+    if (!parse_int(name, &tid) || tid <= 0 || tid == self) return false;
+    ++*threads_total;
+    if (count >= capacity) return false;
+    threads[count++].tid = static_cast<pid_t>(tid);
+    return false;
+  });
+  return count;
+}
+
+// Reads /proc/self/task/<tid>/<file> into out; returns bytes read or -1.
+long read_task_file(pid_t tid, const char* file, char* out, size_t cap) {
+  char path[64];
+  StrBuf p(path, sizeof path);
+  p.add("/proc/self/task/").add_dec(tid).add("/").add(file);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  long n = read(fd, out, cap - 1);
+  close(fd);
+  if (n < 0) return -1;
+  out[n] = '\0';
+  return n;
+}
+
+// The state letter from /proc/self/task/<tid>/stat ("R", "S", "D", ...).
+char read_thread_state(pid_t tid) {
+  char buf[512];
+  if (read_task_file(tid, "stat", buf, sizeof buf) <= 0) return 0;
+  // "tid (comm) S ..." where comm may contain spaces and parentheses.
+  const char* close_paren = nullptr;
+  for (const char* p = buf; *p; ++p) {
+    if (*p == ')') close_paren = p;
+  }
+  return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
+
+}  // namespace
+
+void read_thread_name(pid_t tid, char* out, size_t cap) {
+  long n = read_task_file(tid, "comm", out, cap);
+  if (n <= 0) {
+    out[0] = '\0';
+    return;
+  }
+  if (out[n - 1] == '\n') out[n - 1] = '\0';
+}
+
+void note_secondary_crash(const ucontext_t* uc) {
+  if (ThreadState* ts = thread_state()) ts->secondary_uc = uc;
+}
+
+void threads_abort_capture() {
+  g_asked_count = 1;  // a collecting cut short twice: no stale count for the next capture
+  if (!g_active.load(std::memory_order_acquire) && g_nrequests == 0) return;
+  g_active.store(false, std::memory_order_release);
+  g_next_ask.store(kMaxRequests, std::memory_order_release);  // nothing more to ask
+  int n = g_nrequests;
+  for (int i = 0; i < n && i < kMaxRequests; ++i) {
+    Request& r = g_requests[i];
+    move(r.state, RequestState::kRequested, RequestState::kIdle);
+    if (move(r.state, RequestState::kParked, RequestState::kDone)) futex_wake(&r.state);
+  }
+  g_nrequests = 0;
+}
+
+FAULTLINE_START_TEXT void threads_reset_after_fork() {
+  g_pid = sys_getpid();
+  g_active.store(false, std::memory_order_relaxed);
+  g_nrequests = 0;
+  g_inflight.store(0, std::memory_order_relaxed);
+  g_answered.store(0, std::memory_order_relaxed);
+  // In .data, whose page a fork child need not copy when it is unchanged.
+  if (g_next_ask.load(std::memory_order_relaxed) != kMaxRequests) {
+    g_next_ask.store(kMaxRequests, std::memory_order_relaxed);
+  }
+  if (g_asked_count != 1) g_asked_count = 1;  // .data too
+  if (!__atomic_load_n(&g_chaining_used, __ATOMIC_RELAXED)) return;
+  for (Chaining& e : g_chaining) {
+    if (__atomic_load_n(&e.tid, __ATOMIC_RELAXED) != 0)
+      __atomic_store_n(&e.tid, 0, __ATOMIC_RELAXED);
+  }
+}
+
+bool threads_quiet(int timeout_ms) {
+  for (int waited = 0; g_inflight.load(std::memory_order_acquire) > 0; ++waited) {
+    if (waited >= timeout_ms) return false;
+    struct timespec pause = {0, 1000 * 1000};
+    nanosleep(&pause, nullptr);
+  }
+  return true;
+}
+
+// Our action for the thread-dump signal.
+struct sigaction our_action() {
+  struct sigaction sa = {};
+  sa.sa_sigaction = thread_signal_handler;
+  // Every asynchronous signal waits while a thread answers: a program's
+  // handler that jumps away (a SIGALRM timeout's siglongjmp) would leave
+  // this thread counted in flight for good, and every later live dump would
+  // wait for it. The fault signals stay open (one blocked while it is
+  // raised kills the process without a report); the kernel restores the
+  // thread's mask when the handler returns.
+  sigfillset(&sa.sa_mask);
+  static const int kSync[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT};
+  for (int sync : kSync) sigdelset(&sa.sa_mask, sync);
+  // SA_RESTART: in a live dump the process goes on, and its interrupted
+  // system calls must not fail with EINTR because of us.
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  return sa;
+}
+
+// Whether action is faultline's thread-dump handler.
+bool is_ours(const struct sigaction& action) {
+  return (action.sa_flags & SA_SIGINFO) && action.sa_sigaction == thread_signal_handler;
+}
+
+// Before a capture asks: the program may have installed its own handler
+// for the thread-dump signal since (Python's signal.signal, a profiler), and
+// then no thread would answer. Ours goes back, and the program's becomes the
+// one its own uses of the signal are handed on to.
+void reclaim_signal(CaptureErrors* errors) {
+  struct sigaction cur;
+  if (g_signo <= 0 || real_sigaction(g_signo, nullptr, &cur) != 0) return;
+  if (is_ours(cur)) return;
+  struct sigaction sa = our_action(), replaced;
+  // SA_RESTART as the program chose it for its signal (Python leaves it
+  // off: its handlers run when a blocking call returns EINTR).
+  sa.sa_flags = (sa.sa_flags & ~SA_RESTART) | (cur.sa_flags & SA_RESTART);
+  if (real_sigaction(g_signo, &sa, &replaced) != 0) return;
+  // What was replaced, not what was read: a thread may have installed
+  // another handler in between (or put ours back for a moment, as a
+  // handler that hands the signal on does: then nothing changes).
+  if (is_ours(replaced)) return;
+  int next = (__atomic_load_n(&g_previous_at, __ATOMIC_ACQUIRE) + 1) & 1;
+  g_previous_slots[next] = replaced;
+  __atomic_store_n(&g_previous_at, next, __ATOMIC_RELEASE);
+  errors->add(
+      "threads: the program had replaced faultline's handler of the thread-dump signal "
+      "(FAULTLINE_THREAD_SIGNAL); put back, the program's handler still gets its own signals");
+}
+
+FAULTLINE_START_TEXT void threads_init(int signo) {
+  g_pid = sys_getpid();
+  if (signo == g_signo || (signo <= 0 && g_signo <= 0)) return;
+  threads_uninstall();  // a second install that asks for another signal, or none
+  if (signo <= 0) return;
+  struct sigaction sa = our_action();
+  __atomic_store_n(&g_previous_at, 0, __ATOMIC_RELEASE);
+  if (real_sigaction(signo, &sa, &g_previous_slots[0]) == 0) g_signo = signo;
+}
+
+FAULTLINE_START_TEXT void threads_uninstall() {
+  // Only if ours is still the handler: never over one the program set since.
+  struct sigaction cur;
+  if (g_signo > 0 && real_sigaction(g_signo, nullptr, &cur) == 0 && is_ours(cur)) {
+    real_sigaction(g_signo, &previous(), nullptr);
+  }
+  g_signo = 0;
+}
+
+int ask_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks, int max_frames,
+                      const ModuleTable& modules, Arena* arena, int* threads_total, int* cut,
+                      CaptureErrors* errors) {
+  *threads_total = 1;
+  g_asked_count = 1;
+  g_asked_ns = monotonic_ns();
+  *cut = 0;
+  pid_t self = threads[0].tid;
+  int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) {
+    errors->add("threads: /proc/self/task is not readable; only the crashing thread is listed");
+    return 1;
+  }
+  const int count = list_threads(dir, self, threads, capacity, threads_total);
+  close(dir);
+  if (*threads_total > capacity) {
+    errors->add("threads: more threads than the report can list; the rest are counted only");
+  }
+
+  // Ask each thread (up to the cap) to unwind itself. Nothing is asked
+  // while the requests are written (a capture cut short left the count).
+  g_next_ask.store(kMaxRequests, std::memory_order_release);
+  bool can_signal = g_signo > 0;
+  if (!can_signal)
+    errors->add("threads: no thread-dump signal installed; other stacks not captured");
+  if (can_signal && count > 1) reclaim_signal(errors);
+  int nreq = 0;
+  for (int i = 1; i < count; ++i) {
+    ThreadCapture* t = &threads[i];
+    if (i < max_with_stacks) {
+      t->frames = arena->alloc_array<NativeFrame>(static_cast<size_t>(max_frames));
+      t->regs = minidump_thread_room(arena);
+    }
+    if (i >= max_with_stacks || nreq >= kMaxRequests || !t->frames) {
+      t->note = "over the thread cap (FAULTLINE_MAX_THREADS): stack not captured";
+      ++*cut;
+      continue;
+    }
+    if (!can_signal) continue;
+    Request& r = g_requests[nreq++];
+    r.tid = t->tid;
+    r.slot = t;
+    r.max_frames = max_frames;
+    r.state.store(RequestState::kRequested, std::memory_order_release);
+  }
+  g_nrequests = nreq;
+  g_answered.store(0, std::memory_order_release);
+  g_expected.store(kMaxRequests + 1, std::memory_order_seq_cst);
+  g_modules = &modules;
+  g_ask_pid = sys_getpid();
+  // Known to collect_other_threads before any asking: a fault in the middle
+  // of it leaves the rest to be asked there.
+  g_asked_count = count;
+  g_next_ask.store(0, std::memory_order_release);
+  g_active.store(true, std::memory_order_release);
+  finish_asking(nreq);
+  g_asked_ns = monotonic_ns();
+  return count;
+}
+
+int collect_other_threads(ThreadCapture* threads, int timeout_ms, const ModuleTable& modules,
+                          uint64_t* park_ns, CaptureErrors* errors) {
+  // Kept until the end: collecting cut short by the watchdog is run again
+  // (without waiting) and finds the same threads.
+  const int count = g_asked_count;
+  const int nreq = g_nrequests;
+  // An asking cut short (a fault in it): the rest are asked now; not once
+  // the watchdog has fired (they would be withdrawn at once).
+  if (g_active.load(std::memory_order_acquire) && !watchdog_fired()) finish_asking(nreq);
+  // The deadline counts from the asking: the caller's own work since then
+  // (the crash's own stack, the Python walk) ran while the threads answered.
+  // Still a short grace from now, for threads merely slow to be scheduled
+  // behind that work; none once the watchdog has fired.
+  const uint64_t now = monotonic_ns();
+  uint64_t end = g_asked_ns + static_cast<uint64_t>(timeout_ms) * 1000000;
+  uint64_t grace = now + static_cast<uint64_t>(timeout_ms < 100 ? timeout_ms : 100) * 1000000;
+  if (end < grace) end = grace;
+  if (watchdog_fired()) end = now;
+  const uint64_t start = g_asked_ns;
+  for (;;) {
+    int answered = g_answered.load(std::memory_order_seq_cst);
+    if (answered >= nreq) break;
+    uint64_t t = monotonic_ns();
+    if (t >= end) break;
+    long left = static_cast<long>((end - t) / 1000000) + 1;
+    futex_wait(&g_answered, answered, left < 20 ? static_cast<int>(left) : 20);
+  }
+  // Withdraw what was not answered, so a late answer finds nothing to do.
+  g_active.store(false, std::memory_order_release);
+  int unanswered = 0;
+  for (int i = 0; i < nreq; ++i) {
+    Request& r = g_requests[i];
+    if (move(r.state, RequestState::kRequested, RequestState::kIdle)) {
+      ++unanswered;
+      r.slot->captured = false;
+      r.slot->proc_state = read_thread_state(r.tid);
+      read_task_file(r.tid, "wchan", r.slot->wchan, sizeof r.slot->wchan);
+      r.slot->note =
+          "did not answer the thread-dump signal (signals blocked or stuck in the kernel)";
+      r.slot->nframes = 0;
+    }
+  }
+  *park_ns = monotonic_ns() - start;
+  // Threads that parked are unwound here, then let go; threads that
+  // unwound themselves are done; a thread still unwinding itself when the
+  // deadline passed keeps what it has written so far.
+  for (int i = 0; i < nreq; ++i) {
+    Request& r = g_requests[i];
+    RequestState st = load(r.state);
+    if (st == RequestState::kDone) {
+      r.slot->captured = r.slot->nframes > 0;
+      continue;
+    }
+    RequestState expected = RequestState::kClaimed;
+    if (st == RequestState::kClaimed &&
+        r.state.compare_exchange_strong(expected, RequestState::kIdle, std::memory_order_acq_rel)) {
+      ++unanswered;
+      r.slot->captured = r.slot->nframes > 0;
+      r.slot->note = "still unwinding when the wait ended; frames may be incomplete";
+      continue;
+    }
+    if (expected == RequestState::kDone) {  // it finished just now
+      r.slot->captured = r.slot->nframes > 0;
+      continue;
+    }
+    if (watchdog_fired() && load(r.state) == RequestState::kParked) {
+      // Out of time: let the parked thread go without its stack.
+      r.slot->note = "not unwound: the watchdog cut the capture short";
+      r.state.store(RequestState::kDone, std::memory_order_release);
+      futex_wake(&r.state);
+      continue;
+    }
+    if (load(r.state) != RequestState::kParked) continue;
+    CaptureErrors local = {};
+    // A corrupt stack ends that thread's walk, not the capture: a recovery
+    // point of its own, and the enclosing phase's restored afterwards.
+    ThreadState* ts = thread_state();
+    sigjmp_buf outer;
+    volatile int outer_armed = ts ? ts->recover_armed : 0;
+    if (ts) __builtin_memcpy(&outer, &ts->recover, sizeof outer);
+    // savemask 0: our handlers block nothing extra (SA_NODEFER, empty
+    // sa_mask), and saving the mask would cost a system call per thread.
+    if (!ts) {
+      unwind_from_context(r.uc, modules, r.slot, r.max_frames, &local);
+    } else if (sigsetjmp(ts->recover, 0) == 0) {
+      ts->recover_armed = 1;
+      unwind_from_context(r.uc, modules, r.slot, r.max_frames, &local);
+    } else {
+      safe_read_end_reads();  // a pipe read the jump abandoned
+      local.add(
+          watchdog_took_phase()
+              ? "unwind: out of time (watchdog) while unwinding this thread (frames so far kept)"
+              : "unwind: fault while unwinding this thread (frames so far kept)");
+    }
+    if (ts) {
+      __builtin_memcpy(&ts->recover, &outer, sizeof outer);
+      ts->recover_armed = outer_armed;
+    }
+    if (local.count && !r.slot->note) r.slot->note = local.items[0];
+    r.slot->captured = r.slot->nframes > 0;
+    r.state.store(RequestState::kDone, std::memory_order_release);
+    futex_wake(&r.state);
+  }
+  g_nrequests = 0;
+  g_next_ask.store(kMaxRequests, std::memory_order_release);
+  // Threads that did not name themselves (no answer, over the cap): /proc.
+  for (int i = 1; i < count; ++i) {
+    if (!threads[i].name[0])
+      read_thread_name(threads[i].tid, threads[i].name, sizeof threads[i].name);
+  }
+  if (unanswered) errors->add("threads: some threads did not answer in time; see their notes");
+  for (int i = 1; i < count; ++i) {
+    if (!threads[i].captured && !threads[i].proc_state)
+      threads[i].proc_state = read_thread_state(threads[i].tid);
+  }
+  g_asked_count = 1;
+  return count;
+}
+
+}  // namespace faultline::core

@@ -1,0 +1,138 @@
+// The crash path's state: everything prepared at install (Config) and the
+// arena the capture lives in. One global instance (g_crash), set up by
+// src/install/install.cpp in normal context and used by the handler.
+//
+// This header also brings in the crash path's function headers, so that a
+// file that includes it sees the whole crash path: capture.h (the capture),
+// handler.h (the entry points), crash_stack.h, watchdog.h, report_file.h,
+// diagnosis.h, report_writer.h and stderr_summary.h.
+#pragma once
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "core/capture/annotations.h"
+#include "core/base/arena.h"
+#include "core/capture.h"
+#include "core/signal/chain.h"
+#include "core/signal/crash_stack.h"
+#include "core/diagnosis/diagnosis.h"
+#include "core/base/fd_identity.h"
+#include "core/signal/handler.h"
+#include "core/modules/modules.h"
+#include "core/python/python.h"
+#include "core/write/report_file.h"
+#include "core/write/report_writer.h"
+#include "core/write/stderr_summary.h"
+#include "core/signal/watchdog.h"
+
+struct faultline_callback_writer;
+
+namespace faultline::core {
+
+// Who runs first at a hardware fault when the program has its own handler
+// behind faultline's (core/signal/chain_call.cpp).
+enum class ChainOrder : int {
+  kAuto,          // the program's handler first if it was there before faultline
+  kReportFirst,   // always faultline's report first
+  kHandlerFirst,  // always the program's handler first
+};
+
+// Prepared at install, read-only in the handler. Laid out for start-up:
+// what every install writes comes first (small fields, then the starts of
+// the strings), so a process touches few of its pages (a first touch is a
+// page fault, ~10 us in a virtual machine).
+struct Config {
+  int dir_fd{};     // O_DIRECTORY fd, -1 if it could not be opened
+  int dir_errno{};  // why not
+  bool write_stderr{};
+  uint64_t signals{};  // bit per signal
+  int max_frames{};
+  int max_threads{};        // threads with full native stacks
+  int thread_signal{};      // real-time signal that asks a thread for its stack
+  int thread_timeout_ms{};  // how long to wait for all threads' answers
+  int dump_signal{};        // live-dump signal, 0: none
+  bool exit_after_dump{};   // the timed dump ends the process (faulthandler's exit=True)
+  void (*callback)(faultline_callback_writer*, void*){};
+  void* callback_data{};
+  int watchdog_seconds{};
+  size_t arena_bytes{};
+  ChainOrder chain_order{ChainOrder::kAuto};  // FAULTLINE_CHAIN_ORDER
+  bool minidump{};  // a minidump beside each crash report (FAULTLINE_MINIDUMP)
+  // Process facts gathered at install.
+  bool keep_secrets{};     // FAULTLINE_SCRUB=0: argv not filtered for secrets
+  char scrub_keys[512]{};  // FAULTLINE_SCRUB_KEYS: more sensitive words, comma-separated
+  int argv_len{};
+  bool argv_truncated{};  // argv did not fit: the report says so (process.argv_truncated)
+  int64_t start_sec{}, start_nsec{};
+  char argv[8192]{};  // NUL-separated
+  char dir[4096]{};   // absolute report directory (for messages)
+};
+
+constexpr int kReservedFds = 3;
+
+// All zeros until the first install (in .bss: a page costs one fault when
+// first written, not a read and a copy-on-write). What every install
+// writes comes first: the small fields, earlier[] and the default signals'
+// previous[] fill the first page (g_crash is page-aligned); Config's start
+// and its strings' first bytes typically take two more (a command line
+// longer than ~400 bytes, or FAULTLINE_SIGNALS naming other signals, a
+// page or two more: speed only).
+struct CrashState {
+  bool installed{};
+  pid_t pid{};  // our pid, updated in fork children
+  // Closed at crash time so that a process out of descriptors can still
+  // make the safe reader's pipe (two), open a symbol table and its report
+  // (one more): a pipe's two ends and a duplicate (see reserve_fds); set by
+  // the first install (-1 if none). Never closed unless still ours.
+  int reserved_fd[kReservedFds]{};
+  FdIdentity reserved_id[kReservedFds]{};  // what each is (the program may reuse the number)
+  FdIdentity dir_id{};                     // what config.dir_fd is
+  bool handled[65]{};
+  // previous[s] was installed after faultline (kept behind it by the
+  // sigaction interposer), not found there at install.
+  bool previous_later[65]{};
+  // The installing thread's alternate stack (install_altstack): here,
+  // beside fields install writes anyway, rather than in core/altstacks'
+  // table, whose page every process would otherwise touch at start-up.
+  pid_t altstack_tid{};
+  uintptr_t altstack_lo{}, altstack_hi{};
+  Arena arena{};
+  Capture* capture{};  // in the arena
+  // Which pages of the thread-state table (thread_state.cpp) hold an entry
+  // ever taken, a bit each: a fork child frees the entries on those alone.
+  // Here, on a page every start-up writes, a fork child reads them without
+  // a page fault (writing all 1024 entries was 208 pages in every fork
+  // child).
+  uint64_t thread_state_pages[4]{};
+  HandlerFn earlier[65]{};  // what previous[s] ran as found at install
+  // Install writes the entries of the handled signals (by default 4 to 11,
+  // on the page of the fields above), not the whole table.
+  struct sigaction previous[65]{};
+  Config config{};
+};
+
+// What faultline_callback_writer points to.
+struct CallbackWriter {
+  static constexpr int kMax = FAULTLINE_CALLBACK_PAIRS_MAX;
+  Arena* arena;
+  AnnotationView* items;
+  int count;
+};
+
+// Crashes of other threads that arrived while the first one was reported.
+struct SecondaryCrash {
+  volatile int valid;
+  pid_t tid;
+  int signo;
+  int code;
+  uintptr_t pc;
+  uintptr_t addr;
+};
+constexpr int kMaxSecondary = 64;
+extern SecondaryCrash g_secondary[kMaxSecondary];
+extern volatile int g_nsecondary;
+
+extern CrashState g_crash;
+
+}  // namespace faultline::core

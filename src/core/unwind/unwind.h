@@ -1,0 +1,81 @@
+// Native unwinding of the crashing thread from the signal's ucontext.
+//
+// The CFI unwinder (unwind/unwind_with_cfi.h) by default; libunwind when chosen with
+// FAULTLINE_UNWINDER (and loaded). Either starts from the interrupted
+// context (not from inside the handler), so frame 0 is the faulting
+// instruction with its exact pc and the handler's own frames never appear.
+// Where the unwinder stops with an error, or the pc is not code (a call
+// through a bad function pointer), the walk continues with a frame-pointer
+// chain read through the SafeReader (or, under "cfi+libunwind", with
+// libunwind); the report says so.
+//
+// Async-signal-safe with the libunwind caveat in unwind.cpp.
+#pragma once
+
+#include <ucontext.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "core/frames.h"
+#include "core/modules/modules.h"
+
+namespace faultline::core {
+
+// libunwind's local-unwinding entry points. The library does not link
+// libunwind: it is loaded (src/install/libunwind_load.cpp) only when
+// FAULTLINE_UNWINDER asks for it, so a process that never uses it does not
+// pay for loading it. Until then every pointer is null.
+struct LibunwindApi {
+  int (*init_local)(unw_cursor_t*, unw_context_t*);
+  int (*init_local2)(unw_cursor_t*, unw_context_t*, int);
+  int (*get_reg)(unw_cursor_t*, unw_regnum_t, unw_word_t*);
+  int (*is_signal_frame)(unw_cursor_t*);
+  int (*step)(unw_cursor_t*);
+  int (*set_caching_policy)(unw_addr_space_t, unw_caching_policy_t);
+  int (*getcontext)(unw_context_t*);
+  unw_addr_space_t* local_addr_space;
+};
+
+// Install-time: use libunwind through `api` (every pointer set), with its
+// caching policy set for use in a signal handler. per_thread_cache:
+// libunwind's per-thread cache (its own TLS) is safe to touch in a handler,
+// i.e. that TLS is static; else no cache is used.
+void unwind_use_libunwind(const LibunwindApi& api, bool per_thread_cache);
+
+// Whether libunwind was loaded (unwind_use_libunwind ran).
+bool libunwind_available();
+
+// Whether a capture unwinds with the CFI unwinder first: it has the
+// modules' tables, and libunwind is not the choice (or not loaded).
+bool unwind_uses_cfi();
+
+// True when sp lies on the signal stack ss (one that is enabled).
+inline bool on_signal_stack(const stack_t& ss, uintptr_t sp) {
+  uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
+  return (ss.ss_flags & SS_DISABLE) == 0 && sp >= lo && sp - lo < ss.ss_size;
+}
+
+// True unless this thread runs on a signal stack with less than `bytes`
+// left below it. `known`: the signal stack when the caller knows it (a
+// delivered uc_stack), else nullptr: the one sigaltstack reports.
+bool stack_has_room(uintptr_t bytes, const stack_t* known);
+
+// Fills thread->frames (capacity max_frames, allocated by the caller),
+// nframes, frames_total and unwinder. `phase_error` receives a reason when
+// the unwinder had to fall back. `running_on`: the signal stack the caller
+// runs on when it knows it (a signal's delivered uc_stack: inside a handler
+// sigaltstack says "disabled" for an SS_AUTODISARM one); else nullptr, and
+// sigaltstack says.
+void unwind_from_context(const ucontext_t* uc, const ModuleTable& modules, ThreadCapture* thread,
+                         int max_frames, CaptureErrors* errors,
+                         const stack_t* running_on = nullptr);
+
+// Appends one frame (kept while fewer than max_frames are kept; always
+// counted in frames_total). Both unwinders record frames through it.
+void push_frame(ThreadCapture* t, int max_frames, uintptr_t pc, uintptr_t sp, bool signal_frame);
+
+// Frame-pointer walk from (pc, sp, fp), appending to thread->frames.
+void unwind_frame_pointers(uintptr_t fp, ThreadCapture* thread, int max_frames);
+
+}  // namespace faultline::core
