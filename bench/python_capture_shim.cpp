@@ -5,9 +5,9 @@
 #include <time.h>
 
 #include "core/base/arena.h"
-#include "core/modules/modules.h"
-#include "core/python/python.h"
 #include "core/base/safe_read.h"
+#include "core/modules/modules.h"
+#include "core/python/walker.h"
 
 using namespace faultline::core;
 

@@ -8,11 +8,9 @@
 #include <stdint.h>
 #include <ucontext.h>
 
-#include "core/capture/annotations.h"
 #include "core/frames.h"
-#include "core/modules/modules.h"
 #include "core/phase.h"
-#include "core/python/python.h"
+#include "core/terminate_record.h"
 
 namespace faultline::core {
 
@@ -27,6 +25,18 @@ enum class CaptureKind : uint8_t {
   kDump,       // a live dump: the process goes on
 };
 const char* capture_kind_name(CaptureKind k);  // "crash", "terminate", "dump"
+
+// A crash of another thread that arrived while the first one was reported
+// (signal/handler.cpp records it; the report lists it).
+struct SecondaryCrash {
+  volatile int valid;
+  pid_t tid;
+  int signo;
+  int code;
+  uintptr_t pc;
+  uintptr_t addr;
+};
+constexpr int kMaxSecondary = 64;
 
 // Filled at crash time.
 struct Capture {
@@ -85,21 +95,17 @@ struct Capture {
     // held none.
     bool from_context;
   } reraised;
+  // What the std::terminate handler recorded, for a report of kind
+  // kTerminate (nullptr otherwise): the exception's type and what().
+  const TerminateInfo* terminate;
+  // The crashes of other threads meanwhile: a table the signal handler
+  // keeps filling while this capture is written (valid entries only).
+  const SecondaryCrash* secondary;
+  const volatile int* nsecondary;
   // Diagnosis (computed after capture).
   char summary[512];
   const char* category;
   char signature[17];
 };
-
-// Starts a capture afresh in the crash arena (and frees the descriptor kept
-// in reserve, so the report can be opened). nullptr without an arena.
-Capture* begin_capture();
-// Keeps kReservedFds descriptors in reserve for the next capture (install,
-// and after a live dump), once all were released. Async-signal-safe.
-void reserve_fds();
-
-// Runs every capture phase for the signal signo (info, ucontext ucv) on the
-// calling thread, then the diagnosis.
-void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void* ucv);
 
 }  // namespace faultline::core

@@ -2,33 +2,28 @@
 // arena the capture lives in. One global instance (g_crash), set up by
 // src/install/install.cpp in normal context and used by the handler.
 //
-// This header also brings in the crash path's function headers, so that a
-// file that includes it sees the whole crash path: capture.h (the capture),
-// handler.h (the entry points), crash_stack.h, watchdog.h, report_file.h,
-// diagnosis.h, report_writer.h and stderr_summary.h.
 #pragma once
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "core/capture/annotations.h"
 #include "core/base/arena.h"
-#include "core/capture.h"
-#include "core/signal/chain.h"
-#include "core/signal/crash_stack.h"
-#include "core/diagnosis/diagnosis.h"
 #include "core/base/fd_identity.h"
-#include "core/signal/handler.h"
-#include "core/modules/modules.h"
-#include "core/python/python.h"
-#include "core/write/report_file.h"
-#include "core/write/report_writer.h"
-#include "core/write/stderr_summary.h"
-#include "core/signal/watchdog.h"
+#include "core/capture.h"
+#include "core/frames.h"
+#include "faultline/faultline.h"
 
 struct faultline_callback_writer;
 
 namespace faultline::core {
+
+// What a disposition runs (its function and whether it takes siginfo): all
+// that comparisons of dispositions need (signal/chain.h compares them).
+struct HandlerFn {
+  uintptr_t fn;
+  bool siginfo;
+};
 
 // Who runs first at a hardware fault when the program has its own handler
 // behind faultline's (core/signal/chain_call.cpp).
@@ -98,13 +93,7 @@ struct CrashState {
   pid_t altstack_tid{};
   uintptr_t altstack_lo{}, altstack_hi{};
   Arena arena{};
-  Capture* capture{};  // in the arena
-  // Which pages of the thread-state table (thread_state.cpp) hold an entry
-  // ever taken, a bit each: a fork child frees the entries on those alone.
-  // Here, on a page every start-up writes, a fork child reads them without
-  // a page fault (writing all 1024 entries was 208 pages in every fork
-  // child).
-  uint64_t thread_state_pages[4]{};
+  Capture* capture{};       // in the arena
   HandlerFn earlier[65]{};  // what previous[s] ran as found at install
   // Install writes the entries of the handled signals (by default 4 to 11,
   // on the page of the fields above), not the whole table.
@@ -119,19 +108,6 @@ struct CallbackWriter {
   AnnotationView* items;
   int count;
 };
-
-// Crashes of other threads that arrived while the first one was reported.
-struct SecondaryCrash {
-  volatile int valid;
-  pid_t tid;
-  int signo;
-  int code;
-  uintptr_t pc;
-  uintptr_t addr;
-};
-constexpr int kMaxSecondary = 64;
-extern SecondaryCrash g_secondary[kMaxSecondary];
-extern volatile int g_nsecondary;
 
 extern CrashState g_crash;
 

@@ -9,9 +9,9 @@
 #include <sys/types.h>
 #include <ucontext.h>
 
-#include "core/diagnosis/classify.h"
-
 namespace faultline::core {
+
+struct Origin;  // a frame's layer (diagnosis/classify.h)
 
 struct Module {
   uintptr_t base;  // lowest mapped address (load bias + lowest PT_LOAD vaddr)
@@ -118,4 +118,43 @@ struct CaptureErrors {
   }
 };
 
+// The loaded modules, sorted by base address (modules/modules.h fills it).
+struct ModuleTable {
+  Module* items;
+  int count;
+  int capacity;
+  bool truncated;
+};
+
+// One thread's Python frames (python/walker.h fills them).
+struct PyThread {
+  pid_t native_tid;    // 0 if unknown
+  uint64_t thread_id;  // PyThreadState.thread_id (pthread_t)
+  bool holds_gil;
+  int nframes;        // frames kept
+  int frames_total;   // frames seen
+  PyFrame* frames;    // innermost first
+  const char* error;  // why the walk of this thread ended early, or nullptr
+};
+
+struct PythonCapture {
+  bool present;      // a CPython runtime was found
+  char version[24];  // "3.11.7"
+  uint32_t hexversion;
+  uintptr_t runtime;      // address of _PyRuntime
+  bool found_at_install;  // the install's answer was used (no symbol lookup at crash time)
+  int nthreads;
+  int threads_total;
+  PyThread* threads;
+};
+
+// What the application recorded (capture/annotations.h copies it at a crash).
+struct AnnotationView {
+  const char* key;
+  const char* value;
+};
+struct BreadcrumbView {
+  int64_t time_sec, time_nsec;
+  const char* message;
+};
 }  // namespace faultline::core

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <signal.h>
+#include <stdint.h>
 #include <sys/time.h>
 #include <sys/types.h>
 
@@ -96,5 +97,32 @@ static_assert(std::atomic<pid_t>::is_always_lock_free && std::atomic<Writer>::is
               "the crash path uses lock-free atomics only");
 
 extern HandlerState g_handler;
+
+// The watchdog as the capture phases see it (the watchdog itself is
+// signal/watchdog.h): plain reads of its state, so that a phase below the
+// signal layer can ask without depending on it.
+
+// Seconds between the watchdog's first and second stage.
+constexpr int kWatchdogGraceSeconds = 2;
+
+// How long the symbols may still take once the first stage has come: a
+// quarter of the grace period, the rest is the report's.
+constexpr uint64_t kLateSymbolsNs = 500ull * 1000 * 1000;
+
+// True once the watchdog's first stage has passed.
+inline bool watchdog_fired() {
+  return g_handler.watchdog.stage.load(std::memory_order_acquire) != WatchdogStage::kArmed;
+}
+
+// When the first stage came (CLOCK_MONOTONIC ns), 0 before.
+inline uint64_t watchdog_fired_ns() {
+  return g_handler.watchdog.fired_ns.load(std::memory_order_acquire);
+}
+
+// True once, at the recovery point the first stage jumped to: that jump
+// was the watchdog's, not a fault's.
+inline bool watchdog_took_phase() {
+  return g_handler.watchdog.jumped.exchange(false, std::memory_order_acq_rel);
+}
 
 }  // namespace faultline::core

@@ -1,11 +1,10 @@
 // The steps of a crash report, by name. The crash owner records which step
 // it is in (HandlerState::phase) so that a fault or the watchdog can say
 // where it happened, and times each capture phase for the report's
-// "phases_ns". One table names them all, and run_phase runs a capture phase
-// under the recovery point (phase.cpp).
+// "phases_ns". One table names them all; capture/run_phase.h runs a
+// capture phase under the recovery point.
 #pragma once
 
-#include <setjmp.h>
 #include <stdint.h>
 
 namespace faultline::core {
@@ -21,6 +20,7 @@ enum class Phase : uint8_t {
   kThreadsCollect,  // collecting their answers (reported as part of "threads")
   kSymbols,
   kClassify,
+  kReraise,  // the original fault under a handler's re-raise (capture/reraise.h)
   kPython,
   kAnnotations,
   kCallback,
@@ -40,7 +40,37 @@ struct PhaseInfo {
   char timeout[64];  // "python: out of time (watchdog)": cut short or skipped by the watchdog
 };
 
-const PhaseInfo& phase_info(Phase p);
+// Indexed by Phase.
+inline constexpr PhaseInfo kPhases[] = {
+    {"start", "start", "start"},
+    {"modules", "modules: fault while reading the link map", "modules: out of time (watchdog)"},
+    {"unwind", "unwind: fault while unwinding (frames so far kept)",
+     "unwind: out of time (watchdog; frames so far kept)"},
+    {"threads", "threads: fault while capturing other threads", "threads: out of time (watchdog)"},
+    {"threads", "threads: fault while collecting the other threads' stacks",
+     "threads: out of time (watchdog); the answers so far kept"},
+    {"symbols", "symbols: fault while reading symbol tables", "symbols: out of time (watchdog)"},
+    {"classify", "classify: fault while classifying frames", "classify: out of time (watchdog)"},
+    {"reraise", "reraise: fault while reading the original fault under a re-raise",
+     "reraise: out of time (watchdog)"},
+    {"python", "python: fault while walking the interpreter", "python: out of time (watchdog)"},
+    {"annotations", "annotations: fault while copying annotations",
+     "annotations: out of time (watchdog)"},
+    {"callback", "callback: fault inside the user callback", "callback: out of time (watchdog)"},
+    {"minidump", "minidump: fault or timeout while writing the minidump; no minidump",
+     "minidump: out of time (watchdog); no minidump"},
+    {"diagnosis", "diagnosis: fault while diagnosing", "diagnosis: out of time (watchdog)"},
+    {"writing the report", "writing the report", "writing the report"},
+    {"torchelastic error file", "torchelastic error file", "torchelastic error file"},
+    {"stderr summary", "stderr summary", "stderr summary"},
+};
+static_assert(sizeof kPhases / sizeof kPhases[0] == static_cast<int>(Phase::kCount),
+              "one entry per Phase");
+
+inline constexpr const PhaseInfo& phase_info(Phase p) {
+  int i = static_cast<int>(p);
+  return kPhases[i < static_cast<int>(Phase::kCount) ? i : 0];
+}
 
 // Still worth running once the watchdog's first stage has passed: cheap,
 // and they make the report say what happened (collecting the threads'
@@ -53,20 +83,6 @@ const PhaseInfo& phase_info(Phase p);
 constexpr bool phase_runs_late(Phase p) {
   return p == Phase::kAnnotations || p == Phase::kDiagnosis || p == Phase::kThreadsCollect ||
          p == Phase::kSymbols || p == Phase::kClassify;
-}
-
-struct Capture;
-
-// Runs one capture phase of c under the recovery point and times it: a
-// fault inside it is recorded in c->errors (with the phase's text) and the
-// capture goes on with the next phase. Once the watchdog's first stage has
-// passed, only the phases that run late still run.
-void run_phase_fn(Phase p, Capture* c, void (*fn)(void*), void* arg);
-
-template <typename Fn>
-void run_phase(Phase p, Capture* c, Fn fn) {
-  run_phase_fn(
-      p, c, [](void* f) { (*static_cast<Fn*>(f))(); }, &fn);
 }
 
 }  // namespace faultline::core

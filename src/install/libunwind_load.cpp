@@ -6,6 +6,7 @@
 
 #include "core/base/thread_state.h"
 #include "core/unwind/unwind.h"
+#include "core/unwind/unwind_with_libunwind.h"
 #include "install/dlopen_hook.h"
 
 // libunwind.h names its functions through macros (unw_step is

@@ -12,9 +12,10 @@
 #include <errno.h>
 #include <signal.h>
 
-#include "core/signal/chain.h"
-#include "core/crash_state.h"
 #include "core/base/sigaction_real.h"
+#include "core/crash_state.h"
+#include "core/signal/chain.h"
+#include "core/signal/chain_call.h"
 
 namespace faultline::core {
 

@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -239,3 +240,37 @@ def test_kill_from_another_process_is_unchanged(with_faulthandler, tmp_path):
     assert "reraised" not in rep["signal"], rep["signal"]
     assert rep["signal"]["name"] == "SIGSEGV" and rep["signal"]["fault_address"] is None
     assert rep["signal"]["code"] <= 0
+
+
+def minidump_exception(path):
+    """The exception stream of a minidump, read here from the public format
+    (not by faultline's code): (signal number, si_code, fault address,
+    the context's rip)."""
+    data = open(path, "rb").read()
+    assert data[:4] == b"MDMP"
+    nstreams, dir_rva = struct.unpack_from("<II", data, 8)
+    for i in range(nstreams):
+        kind, size, rva = struct.unpack_from("<III", data, dir_rva + 12 * i)
+        if kind == 6:  # MD_EXCEPTION_STREAM
+            code, flags, _record, address = struct.unpack_from("<IIQQ", data, rva + 8)
+            ctx_size, ctx_rva = struct.unpack_from("<II", data, rva + 8 + 152)
+            # MDRawContextAMD64: rip at offset 0xf8.
+            rip = struct.unpack_from("<Q", data, ctx_rva + 0xF8)[0]
+            return code, flags, address, rip
+    raise AssertionError("no exception stream")
+
+
+@pytest.mark.parametrize("mode", ["restore", "returned"])
+def test_the_minidump_describes_the_fault_the_report_describes(mode, tmp_path):
+    # The re-raise is read back to the original fault before the minidump
+    # is written: both files describe the same fault, not one the re-raise.
+    r = run_program(tmp_path, mode, "segv", FAULTLINE_MINIDUMP="1")
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    rep = fltest.validate(r.reports[0])
+    assert rep["signal"]["reraised"]["name"] == "SIGSEGV"
+    dump = os.path.join(r.report_dir, rep["minidump"])
+    code, si_code, address, rip = minidump_exception(dump)
+    assert code == rep["signal"]["number"] == signal.SIGSEGV
+    assert si_code == rep["signal"]["code"] == 1  # SEGV_MAPERR, not the re-raise's SI_TKILL
+    assert address == int(rep["signal"]["fault_address"], 16) == 0x10
+    assert rip == int(site(rep)["pc"], 16)

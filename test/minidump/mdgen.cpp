@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "core/base/arena.h"
+#include "core/base/safe_read.h"
 #include "core/minidump/minidump.h"
 #include "core/modules/modules.h"
-#include "core/base/safe_read.h"
 
 using namespace faultline::core;
 

@@ -3,8 +3,6 @@
 // trampoline, and from a call through a bad function pointer. Also the
 // module snapshot against the crash-time link-map walk.
 #define UNW_LOCAL_ONLY
-#include "core/unwind/cfi/engine.h"
-
 #include <dlfcn.h>
 #include <doctest/doctest.h>
 #include <libunwind.h>
@@ -14,10 +12,11 @@
 #include <unistd.h>
 
 #include "core/base/arena.h"
-#include "core/unwind/cfi/table.h"
+#include "core/base/safe_read.h"
 #include "core/modules/module_snapshot.h"
 #include "core/modules/modules.h"
-#include "core/base/safe_read.h"
+#include "core/unwind/cfi/engine.h"
+#include "core/unwind/cfi/table.h"
 
 using namespace faultline::core;
 

@@ -15,9 +15,9 @@
 #include <initializer_list>
 
 #include "core/base/arena.h"
+#include "core/base/safe_read.h"
 #include "core/modules/module_snapshot_data.h"
 #include "core/modules/modules.h"
-#include "core/base/safe_read.h"
 
 using namespace faultline::core;
 

@@ -4,7 +4,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/crash_state.h"
 #include "core/base/start_text.h"
 #include "core/base/sys.h"
 
@@ -12,6 +11,13 @@ namespace faultline::core {
 namespace {
 
 ThreadState g_states[kMaxThreadStates];
+
+// Which pages of g_states hold an entry ever taken, a bit each: a fork
+// child frees the entries on those alone (writing all 1024 entries was 208
+// pages in every fork child). A small variable of its own: the link sorts
+// the sections of the small ones together, on a page every start-up writes,
+// so a fork child reads it without a page fault.
+uint64_t g_thread_state_pages[4];
 
 // The page of the table that entry `at`'s id is on, counted from the page
 // the table starts on (it need not start a page): 0 to 208.
@@ -21,7 +27,7 @@ unsigned tid_page(unsigned at) {
 }
 // The last entry's id is at most this many pages past the first page.
 constexpr unsigned kTablePages = (sizeof g_states - sizeof(ThreadState)) / 4096 + 2;
-static_assert(kTablePages <= sizeof g_crash.thread_state_pages * 8,
+static_assert(kTablePages <= sizeof g_thread_state_pages * 8,
               "a bit for each page of the thread-state table");
 
 int home(pid_t tid) {
@@ -33,7 +39,7 @@ ThreadState* take(ThreadState* s, pid_t from, pid_t tid) {
     // Before the entry is taken: a fork between the two must not leave a
     // taken entry on a page the child skips.
     unsigned page = tid_page(static_cast<unsigned>(s - g_states));
-    __atomic_fetch_or(&g_crash.thread_state_pages[page / 64], uint64_t{1} << (page % 64),
+    __atomic_fetch_or(&g_thread_state_pages[page / 64], uint64_t{1} << (page % 64),
                       __ATOMIC_SEQ_CST);
   }
   if (!__atomic_compare_exchange_n(&s->tid, &from, tid, false, __ATOMIC_ACQ_REL,
@@ -98,10 +104,10 @@ ThreadState* thread_state(pid_t tid) {
 FAULTLINE_START_TEXT void thread_state_reset_after_fork() {
   // Only the entries on pages that ever held a taken one: the others are
   // free, and reading their pages would fault them in.
-  uint64_t pages[sizeof g_crash.thread_state_pages / 8];
+  uint64_t pages[sizeof g_thread_state_pages / 8];
   bool any = false;
   for (unsigned w = 0; w < sizeof pages / 8; ++w) {
-    pages[w] = __atomic_load_n(&g_crash.thread_state_pages[w], __ATOMIC_ACQUIRE);
+    pages[w] = __atomic_load_n(&g_thread_state_pages[w], __ATOMIC_ACQUIRE);
     any = any || pages[w] != 0;
   }
   if (!any) return;

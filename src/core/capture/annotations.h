@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/frames.h"
 #include "faultline/faultline.h"
 
 namespace faultline::core {
@@ -38,20 +39,13 @@ void breadcrumb_add(const char* message);
 // In a fork child: the forking thread keeps its thread annotations.
 void thread_annotations_after_fork();
 
-// Readers for the crash path: copy every entry into caller storage.
-struct AnnotationView {
-  const char* key;
-  const char* value;
-};
+// Readers for the crash path: copy every entry into caller storage
+// (AnnotationView, BreadcrumbView: frames.h).
 // Copies the process-wide annotations into out (cap entries, strings in
 // caller buffers provided by `storage` of storage_bytes). Returns the count.
 int annotations_snapshot(AnnotationView* out, int cap, char* storage, size_t storage_bytes);
 int thread_annotations_snapshot(AnnotationView* out, int cap, char* storage, size_t storage_bytes);
 
-struct BreadcrumbView {
-  int64_t time_sec, time_nsec;
-  const char* message;
-};
 // Oldest first.
 int breadcrumbs_snapshot(BreadcrumbView* out, int cap, char* storage, size_t storage_bytes);
 

@@ -2,13 +2,14 @@
 
 #include <stdint.h>
 
-#include "core/unwind/cfi/engine.h"
-#include "core/crash_state.h"
-#include "core/diagnosis/diagnosis.h"
-#include "core/modules/elf_symbols.h"
-#include "core/capture/fault_insn.h"
 #include "core/base/safe_read.h"
 #include "core/base/signals.h"
+#include "core/capture/fault_insn.h"
+#include "core/crash_state.h"
+#include "core/diagnosis/classify.h"
+#include "core/diagnosis/diagnosis.h"
+#include "core/modules/elf_symbols.h"
+#include "core/unwind/cfi/engine.h"
 
 namespace faultline::core {
 namespace {

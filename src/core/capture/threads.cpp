@@ -11,18 +11,19 @@
 
 #include <atomic>
 
-#include "core/capture/altstacks.h"
-#include "core/crash_state.h"
-#include "core/minidump/minidump_file.h"
 #include "core/base/recover.h"
 #include "core/base/safe_read.h"
 #include "core/base/sigaction_real.h"
 #include "core/base/start_text.h"
 #include "core/base/str.h"
 #include "core/base/sys.h"
+#include "core/capture/altstacks.h"
+#include "core/capture/thread_signal.h"
+#include "core/crash_state.h"
+#include "core/handler_state.h"
+#include "core/minidump/minidump_file.h"
 #include "core/unwind/unwind.h"
 #include "core/unwind/unwind_with_cfi.h"
-#include "core/signal/watchdog.h"
 
 namespace faultline::core {
 namespace {
@@ -117,20 +118,6 @@ constexpr int kMaxRequests = 1024;
 Request g_requests[kMaxRequests];
 volatile int g_nrequests = 0;
 std::atomic<bool> g_active{false};  // a capture is asking
-int g_signo = 0;
-// The handler signals that are not a capture's go on to: the one installed
-// before ours, or the program's own that a capture found in our place. Two
-// slots, one published: a thread chaining while the owner replaces it
-// reads a whole one.
-// alignas(8), its natural alignment: the compiler would give an array this
-// size 32, which sorts it among the big tables (-fdata-sections and the
-// link's --sort-section=alignment) and costs a page fault at every start;
-// with 8 it shares the page of the small variables install writes anyway.
-alignas(8) struct sigaction g_previous_slots[2];
-int g_previous_at = 0;  // atomic: the published slot
-const struct sigaction& previous() {
-  return g_previous_slots[__atomic_load_n(&g_previous_at, __ATOMIC_ACQUIRE) & 1];
-}
 pid_t g_pid = 0;
 // The next request to be asked. The owner asks them in order, and each
 // thread that answers asks the next one before it unwinds itself: a woken
@@ -155,7 +142,7 @@ void ask(int i) {
   if (!g_active.load(std::memory_order_acquire)) return;
   pid_t tid = r.tid;
   altstack_prefault(tid, kAltStackPrefaultBytes);
-  if (syscall(SYS_tgkill, g_ask_pid, tid, g_signo) == 0) return;
+  if (syscall(SYS_tgkill, g_ask_pid, tid, thread_signal_number()) == 0) return;
   // Not asked: counted as answered at once, so the owner does not wait for
   // it. EAGAIN: the user's queue of real-time signals is full.
   int err = errno;
@@ -187,101 +174,6 @@ void finish_asking(int nreq) {
   g_expected.store(nreq, std::memory_order_seq_cst);
 }
 
-// Threads inside chain_previous now: its id, its thread pointer and its
-// stack address at entry. The same thread entering again deeper on the same
-// stack is a program's handler handing the signal back to ours (a loop);
-// otherwise it is a thread that jumped out of an earlier call (a siglongjmp
-// from the program's handler) and takes its slot over. Not ThreadState:
-// claiming one here could race the crash handler's own claim.
-struct Chaining {
-  pid_t tid;  // 0: free (atomic)
-  uintptr_t tp, sp;
-};
-constexpr int kChainingSlots = 256;
-Chaining g_chaining[kChainingSlots];
-// Whether a slot was ever taken: a fork child resets the slots only then
-// (two pages written in every fork child otherwise).
-bool g_chaining_used = false;
-
-// False when this thread is already inside chain_previous (the loop).
-// *mine: the slot to free afterwards (none when every slot is taken), held
-// under this thread's id, *self.
-__attribute__((noinline)) bool enter_chaining(Chaining** mine, pid_t* self_out) {
-  const pid_t self = sys_gettid();
-  *self_out = self;
-  const uintptr_t tp = thread_pointer();
-  char here;
-  const uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
-  for (Chaining& e : g_chaining) {
-    if (__atomic_load_n(&e.tid, __ATOMIC_ACQUIRE) != self) continue;
-    // Deeper by more than a signal frame and less than 64 KiB (one round
-    // of the loop: a signal frame and the program's handler), on the same
-    // stack: called again from inside.
-    stack_t ss;
-    bool same_stack = true;
-    if (sigaltstack(nullptr, &ss) == 0)
-      same_stack = on_signal_stack(ss, sp) == on_signal_stack(ss, e.sp);
-    if (e.tp == tp && same_stack && sp + 512 < e.sp && e.sp - sp < (64u << 10)) return false;
-    *mine = &e;
-    break;
-  }
-  // A free slot, else one of a thread that exited (it jumped out and left).
-  for (int pass = 0; pass < 2 && !*mine; ++pass) {
-    for (int i = 0; !*mine && i < kChainingSlots; ++i) {
-      pid_t owner = __atomic_load_n(&g_chaining[i].tid, __ATOMIC_ACQUIRE);
-      if (owner != 0 && (pass == 0 || !thread_is_gone(owner))) continue;
-      // Before the slot is taken: a fork between the two must not leave it
-      // taken in a child that skips the slots.
-      __atomic_store_n(&g_chaining_used, true, __ATOMIC_SEQ_CST);
-      if (__atomic_compare_exchange_n(&g_chaining[i].tid, &owner, self, false, __ATOMIC_ACQ_REL,
-                                      __ATOMIC_RELAXED)) {
-        *mine = &g_chaining[i];
-      }
-    }
-  }
-  // None left (more threads in the program's handler at once than slots):
-  // unguarded, as before the guard, rather than a signal the program waits
-  // for never reaching it.
-  if (!*mine) return true;
-  (*mine)->tp = tp;
-  (*mine)->sp = sp;
-  return true;
-}
-
-void chain_previous(int signo, siginfo_t* info, void* uc) {
-  const struct sigaction prev = previous();  // a copy: a capture may replace it
-  const bool sig = prev.sa_flags & SA_SIGINFO;
-  if (sig ? !prev.sa_sigaction : prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN) {
-    return;
-  }
-  // A program's handler that itself hands the signal on to the handler it
-  // replaced (faulthandler.register(chain=True)), ours, would come back
-  // here for good: once per thread at a time.
-  Chaining* mine = nullptr;
-  pid_t self = 0;
-  if (!enter_chaining(&mine, &self)) return;
-  // The program's handler runs with the mask the kernel would have given it
-  // (ours blocks every asynchronous signal): the mask at delivery, its
-  // sa_mask, and the signal itself unless SA_NODEFER.
-  sigset_t mask = static_cast<ucontext_t*>(uc)->uc_sigmask, old;
-  for (int s = 1; s < NSIG; ++s) {
-    if (sigismember(&prev.sa_mask, s) == 1) sigaddset(&mask, s);
-  }
-  if (!(prev.sa_flags & SA_NODEFER)) sigaddset(&mask, signo);
-  bool masked = sigprocmask(SIG_SETMASK, &mask, &old) == 0;
-  if (sig) {
-    prev.sa_sigaction(signo, info, uc);
-  } else {
-    prev.sa_handler(signo);
-  }
-  if (masked) sigprocmask(SIG_SETMASK, &old, nullptr);
-  // Only if still ours: an inner call on another stack may have taken the
-  // slot over and freed it, and another thread claimed it since.
-  if (mine) {
-    __atomic_compare_exchange_n(&mine->tid, &self, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
-  }
-}
-
 // The thread-dump signal's handler: runs on the target thread.
 // Unwinds a thread from its context into its slot. A corrupt stack ends
 // that thread's walk (the recovery point), not the capture. savemask 0: our
@@ -302,6 +194,8 @@ __attribute__((noinline)) void unwind_into(const ucontext_t* uc, Request& r, Thr
   if (ts) ts->recover_armed = 0;
   if (errors.count && !r.slot->note) r.slot->note = errors.items[0];
 }
+
+}  // namespace
 
 void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
   int saved = errno;
@@ -374,6 +268,8 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
   if (!parked) g_inflight.fetch_sub(1, std::memory_order_acq_rel);
   errno = saved;
 }
+
+namespace {
 
 // The threads in /proc/self/task (open at dir) other than self, into
 // threads[1..capacity); all counted in *threads_total. Returns the slots used.
@@ -459,11 +355,11 @@ FAULTLINE_START_TEXT void threads_reset_after_fork() {
     g_next_ask.store(kMaxRequests, std::memory_order_relaxed);
   }
   if (g_asked_count != 1) g_asked_count = 1;  // .data too
-  if (!__atomic_load_n(&g_chaining_used, __ATOMIC_RELAXED)) return;
-  for (Chaining& e : g_chaining) {
-    if (__atomic_load_n(&e.tid, __ATOMIC_RELAXED) != 0)
-      __atomic_store_n(&e.tid, 0, __ATOMIC_RELAXED);
-  }
+  thread_signal_reset_after_fork();
+}
+
+FAULTLINE_START_TEXT void threads_set_pid(pid_t pid) {
+  g_pid = pid;
 }
 
 bool threads_quiet(int timeout_ms) {
@@ -473,74 +369,6 @@ bool threads_quiet(int timeout_ms) {
     nanosleep(&pause, nullptr);
   }
   return true;
-}
-
-// Our action for the thread-dump signal.
-struct sigaction our_action() {
-  struct sigaction sa = {};
-  sa.sa_sigaction = thread_signal_handler;
-  // Every asynchronous signal waits while a thread answers: a program's
-  // handler that jumps away (a SIGALRM timeout's siglongjmp) would leave
-  // this thread counted in flight for good, and every later live dump would
-  // wait for it. The fault signals stay open (one blocked while it is
-  // raised kills the process without a report); the kernel restores the
-  // thread's mask when the handler returns.
-  sigfillset(&sa.sa_mask);
-  static const int kSync[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT};
-  for (int sync : kSync) sigdelset(&sa.sa_mask, sync);
-  // SA_RESTART: in a live dump the process goes on, and its interrupted
-  // system calls must not fail with EINTR because of us.
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-  return sa;
-}
-
-// Whether action is faultline's thread-dump handler.
-bool is_ours(const struct sigaction& action) {
-  return (action.sa_flags & SA_SIGINFO) && action.sa_sigaction == thread_signal_handler;
-}
-
-// Before a capture asks: the program may have installed its own handler
-// for the thread-dump signal since (Python's signal.signal, a profiler), and
-// then no thread would answer. Ours goes back, and the program's becomes the
-// one its own uses of the signal are handed on to.
-void reclaim_signal(CaptureErrors* errors) {
-  struct sigaction cur;
-  if (g_signo <= 0 || real_sigaction(g_signo, nullptr, &cur) != 0) return;
-  if (is_ours(cur)) return;
-  struct sigaction sa = our_action(), replaced;
-  // SA_RESTART as the program chose it for its signal (Python leaves it
-  // off: its handlers run when a blocking call returns EINTR).
-  sa.sa_flags = (sa.sa_flags & ~SA_RESTART) | (cur.sa_flags & SA_RESTART);
-  if (real_sigaction(g_signo, &sa, &replaced) != 0) return;
-  // What was replaced, not what was read: a thread may have installed
-  // another handler in between (or put ours back for a moment, as a
-  // handler that hands the signal on does: then nothing changes).
-  if (is_ours(replaced)) return;
-  int next = (__atomic_load_n(&g_previous_at, __ATOMIC_ACQUIRE) + 1) & 1;
-  g_previous_slots[next] = replaced;
-  __atomic_store_n(&g_previous_at, next, __ATOMIC_RELEASE);
-  errors->add(
-      "threads: the program had replaced faultline's handler of the thread-dump signal "
-      "(FAULTLINE_THREAD_SIGNAL); put back, the program's handler still gets its own signals");
-}
-
-FAULTLINE_START_TEXT void threads_init(int signo) {
-  g_pid = sys_getpid();
-  if (signo == g_signo || (signo <= 0 && g_signo <= 0)) return;
-  threads_uninstall();  // a second install that asks for another signal, or none
-  if (signo <= 0) return;
-  struct sigaction sa = our_action();
-  __atomic_store_n(&g_previous_at, 0, __ATOMIC_RELEASE);
-  if (real_sigaction(signo, &sa, &g_previous_slots[0]) == 0) g_signo = signo;
-}
-
-FAULTLINE_START_TEXT void threads_uninstall() {
-  // Only if ours is still the handler: never over one the program set since.
-  struct sigaction cur;
-  if (g_signo > 0 && real_sigaction(g_signo, nullptr, &cur) == 0 && is_ours(cur)) {
-    real_sigaction(g_signo, &previous(), nullptr);
-  }
-  g_signo = 0;
 }
 
 int ask_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks, int max_frames,
@@ -565,10 +393,10 @@ int ask_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks,
   // Ask each thread (up to the cap) to unwind itself. Nothing is asked
   // while the requests are written (a capture cut short left the count).
   g_next_ask.store(kMaxRequests, std::memory_order_release);
-  bool can_signal = g_signo > 0;
+  bool can_signal = thread_signal_number() > 0;
   if (!can_signal)
     errors->add("threads: no thread-dump signal installed; other stacks not captured");
-  if (can_signal && count > 1) reclaim_signal(errors);
+  if (can_signal && count > 1) reclaim_thread_signal(errors);
   int nreq = 0;
   for (int i = 1; i < count; ++i) {
     ThreadCapture* t = &threads[i];

@@ -19,10 +19,13 @@
 
 namespace faultline::core {
 
-// Install time: installs the handler for the thread-dump signal (chaining to
-// any previous handler of that signal for signals that are not ours).
-void threads_init(int signo);
-void threads_uninstall();
+// Install time: the process whose requests the handler answers (a fork
+// child's are its own: threads_reset_after_fork).
+void threads_set_pid(pid_t pid);
+
+// The thread-dump signal's handler, on each asked thread: it answers a
+// capture's request (the signal's disposition: thread_signal.h).
+void thread_signal_handler(int signo, siginfo_t* info, void* ucv);
 
 // Crash time, in two steps, so the owner does its own work while the other
 // threads answer. threads[0] is the owner's own entry (its tid set).

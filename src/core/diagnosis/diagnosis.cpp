@@ -1,12 +1,10 @@
 // The diagnosis: category, summary line and signature of a capture.
 #include "core/diagnosis/diagnosis.h"
 
-#include "core/diagnosis/classify.h"
-#include "core/capture/reraise.h"
 #include "core/base/signals.h"
-#include "core/diagnosis/signature.h"
-#include "core/terminate_record.h"
 #include "core/base/time_fmt.h"
+#include "core/diagnosis/classify.h"
+#include "core/diagnosis/signature.h"
 
 namespace faultline::core {
 
@@ -111,9 +109,9 @@ void write_summary(Capture* c, const ThreadCapture* t, const NativeFrame* where)
   StrBuf b(c->summary, sizeof c->summary);
   if (terminate) {
     b.add("uncaught C++ exception");
-    if (g_terminate.has_exception) {
-      b.add(" of type ").add(g_terminate.type);
-      if (g_terminate.message[0]) b.add(": ").add_n(g_terminate.message, 160);
+    if (c->terminate && c->terminate->has_exception) {
+      b.add(" of type ").add(c->terminate->type);
+      if (c->terminate->message[0]) b.add(": ").add_n(c->terminate->message, 160);
     }
   } else {
     b.add(si ? si->name : "signal");
@@ -154,9 +152,10 @@ void write_summary(Capture* c, const ThreadCapture* t, const NativeFrame* where)
 // (never addresses).
 void write_signature(Capture* c, const ThreadCapture* t) {
   const SignalInfo* si = find_signal(c->signo);
-  SignatureBuilder s(si ? si->name : "?", c->category,
-                     c->kind == CaptureKind::kTerminate ? g_terminate.type : nullptr,
-                     signal_sent_by_process(c->info.si_code));
+  SignatureBuilder s(
+      si ? si->name : "?", c->category,
+      c->kind == CaptureKind::kTerminate && c->terminate ? c->terminate->type : nullptr,
+      signal_sent_by_process(c->info.si_code));
   // A re-raised fault is signed from the frame it interrupted: the same
   // signature as without the handler that raised it again.
   int first = c->reraised.present ? c->reraised.frame + 1 : 0;
@@ -187,7 +186,6 @@ void diagnose(Capture* c) {
     dump_signature(c->signature);
     return;
   }
-  recover_reraised_fault(c);
   uintptr_t sp = c->have_uc ? static_cast<uintptr_t>(c->uc.uc_mcontext.gregs[REG_RSP]) : 0;
   uintptr_t pc = c->have_uc ? static_cast<uintptr_t>(c->uc.uc_mcontext.gregs[REG_RIP]) : 0;
   c->category = crash_category(c->signo, c->info.si_code,

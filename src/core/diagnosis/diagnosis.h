@@ -6,8 +6,8 @@
 
 #include <sys/types.h>
 
-#include "core/capture.h"
 #include "core/base/str.h"
+#include "core/capture.h"
 
 namespace faultline::core {
 

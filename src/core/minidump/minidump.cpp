@@ -13,10 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/minidump/minidump_format.h"
-#include "core/minidump/minidump_out.h"
 #include "core/base/safe_read.h"
 #include "core/base/str.h"
+#include "core/minidump/minidump_format.h"
+#include "core/minidump/minidump_out.h"
 
 namespace faultline::core {
 namespace {

@@ -6,13 +6,13 @@
 
 #include <atomic>
 
+#include "core/base/str.h"
 #include "core/capture.h"
 #include "core/crash_state.h"
 #include "core/minidump/minidump.h"
 #include "core/phase.h"
 #include "core/write/report_file.h"
 #include "core/write/scrub.h"
-#include "core/base/str.h"
 
 namespace faultline::core {
 namespace {

@@ -2,9 +2,9 @@
 
 #include <fcntl.h>
 
-#include "core/modules/elf_source.h"
 #include "core/base/safe_read.h"
 #include "core/base/str.h"
+#include "core/modules/elf_source.h"
 
 namespace faultline::core {
 namespace {

@@ -5,12 +5,12 @@
 #include <link.h>
 #include <unistd.h>
 
-#include "core/modules/elf_source.h"
 #include "core/base/safe_read.h"
 #include "core/base/str.h"
-#include "core/modules/symbol_rank.h"
 #include "core/base/sys.h"
-#include "core/signal/watchdog.h"
+#include "core/handler_state.h"
+#include "core/modules/elf_source.h"
+#include "core/modules/symbol_rank.h"
 
 namespace faultline::core {
 namespace {

@@ -6,9 +6,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "core/modules/module_snapshot_data.h"
 #include "core/base/safe_read.h"
 #include "core/base/start_text.h"
+#include "core/modules/module_snapshot_data.h"
 
 namespace faultline::core {
 namespace snapshot {

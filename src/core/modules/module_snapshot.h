@@ -14,8 +14,8 @@
 
 #include "core/base/arena.h"
 #include "core/capture.h"
-#include "core/unwind/cfi/engine.h"
 #include "core/modules/modules.h"
+#include "core/unwind/cfi/engine.h"
 
 namespace faultline::core {
 

@@ -7,12 +7,12 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
-#include "core/modules/elf_source.h"
-#include "core/modules/module_snapshot.h"
 #include "core/base/safe_read.h"
 #include "core/base/start_text.h"
 #include "core/base/str.h"
 #include "core/base/sys.h"
+#include "core/modules/elf_source.h"
+#include "core/modules/module_snapshot.h"
 
 namespace faultline::core {
 namespace {

@@ -9,13 +9,6 @@
 
 namespace faultline::core {
 
-struct ModuleTable {
-  Module* items;
-  int count;
-  int capacity;
-  bool truncated;
-};
-
 // Fills `table` (capacity preset) from the link map. Returns false if the
 // link map could not be read at all. Modules the snapshot already knows
 // (module_snapshot.h) are copied from it unless `reuse_snapshot` is false.

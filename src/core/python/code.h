@@ -6,9 +6,9 @@
 #include <stdint.h>
 
 #include "core/base/arena.h"
+#include "core/base/safe_read.h"
 #include "core/python/layouts.h"
 #include "core/python/runtime.h"
-#include "core/base/safe_read.h"
 
 namespace faultline::core::python {
 

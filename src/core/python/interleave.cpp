@@ -17,7 +17,8 @@
 // ran each run: each run goes before the native frame whose stack range
 // holds its entry_shim; the runs' frames must follow each other inward to
 // outward. Otherwise -1: the report keeps both lists.
-#include "core/python/python.h"
+#include "core/python/interleave.h"
+
 #include "core/base/str.h"
 
 namespace faultline::core {

@@ -4,10 +4,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/modules/elf_lookup.h"
 #include "core/base/safe_read.h"
 #include "core/base/str.h"
 #include "core/base/sys.h"
+#include "core/modules/elf_lookup.h"
 
 namespace faultline::core::python {
 

@@ -9,8 +9,8 @@
 
 #include "core/frames.h"
 #include "core/modules/modules.h"
-#include "core/python/python.h"
 #include "core/python/layouts.h"
+#include "core/python/walker.h"
 
 namespace faultline::core::python {
 

@@ -3,16 +3,17 @@
 // Crash path. No heap (the arena only), no locks, every pointer of the
 // interpreter read through safe_read(); the thread and frame loops are
 // bounded and detect cycles (Brent's algorithm: one saved address, no table).
+#include "core/python/walker.h"
+
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/python/python.h"
+#include "core/base/safe_read.h"
+#include "core/base/str.h"
 #include "core/python/code.h"
 #include "core/python/layouts.h"
 #include "core/python/runtime.h"
 #include "core/python/text.h"
-#include "core/base/safe_read.h"
-#include "core/base/str.h"
 
 namespace faultline::core {
 namespace {

@@ -1,9 +1,9 @@
 // The public C API that is safe to call anywhere, signal handlers included.
 #include <errno.h>
 
+#include "core/base/raw_log.h"
 #include "core/capture/annotations.h"
 #include "core/crash_state.h"
-#include "core/base/raw_log.h"
 #include "faultline/faultline.h"
 
 extern "C" {

@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
-#include "core/crash_state.h"
 #include "core/base/sigaction_real.h"
 #include "core/base/signals.h"
 #include "core/base/start_text.h"
 #include "core/base/sys.h"
+#include "core/crash_state.h"
 
 namespace faultline::core {
 

@@ -16,6 +16,8 @@
 // where faultline was loaded late: the handler's reset to the default reaches
 // the kernel there, and an unblocked re-raise would end the process before
 // the report.
+#include "core/signal/chain_call.h"
+
 #include <stdint.h>
 #include <string.h>
 #include <ucontext.h>
@@ -23,12 +25,7 @@
 
 #include <atomic>
 
-#include "core/signal/chain.h"
-#include "core/crash_state.h"
-#include "core/signal/fault_access.h"
 #include "core/base/fd_identity.h"
-#include "core/signal/handler.h"
-#include "core/handler_state.h"
 #include "core/base/raw_log.h"
 #include "core/base/safe_read.h"
 #include "core/base/sigaction_real.h"
@@ -36,6 +33,13 @@
 #include "core/base/str.h"
 #include "core/base/sys.h"
 #include "core/base/thread_state.h"
+#include "core/crash_state.h"
+#include "core/handler_state.h"
+#include "core/signal/chain.h"
+#include "core/signal/fault_access.h"
+#include "core/signal/handler.h"
+#include "core/write/report_file.h"
+#include "core/write/stderr_summary.h"
 
 namespace faultline::core {
 

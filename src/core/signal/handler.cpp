@@ -16,24 +16,26 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/capture.h"
-#include "core/signal/chain.h"
-#include "core/crash_state.h"
-#include "core/signal/crash_stack.h"
-#include "core/handler_state.h"
 #include "core/base/raw_log.h"
 #include "core/base/recover.h"
-#include "core/write/report_file.h"
 #include "core/base/sigaction_real.h"
 #include "core/base/signals.h"
 #include "core/base/start_text.h"
-#include "core/write/stderr_summary.h"
 #include "core/base/str.h"
 #include "core/base/sys.h"
-#include "core/terminate_record.h"
+#include "core/capture.h"
+#include "core/capture/capture_all.h"
 #include "core/capture/threads.h"
-#include "core/write/torchelastic.h"
+#include "core/crash_state.h"
+#include "core/handler_state.h"
+#include "core/signal/chain.h"
+#include "core/signal/chain_call.h"
+#include "core/signal/crash_stack.h"
 #include "core/signal/watchdog.h"
+#include "core/terminate_record.h"
+#include "core/write/report_file.h"
+#include "core/write/stderr_summary.h"
+#include "core/write/torchelastic.h"
 
 namespace faultline::core {
 
@@ -87,6 +89,9 @@ void crash_work(void* arg) {
   // exception.
   bool terminating = w->signo == SIGABRT && __atomic_load_n(&g_terminate.set, __ATOMIC_ACQUIRE) &&
                      g_terminate.tid == sys_gettid();
+  c->terminate = terminating ? &g_terminate : nullptr;
+  c->secondary = g_secondary;
+  c->nsecondary = &g_nsecondary;
   capture_all(c, terminating ? CaptureKind::kTerminate : CaptureKind::kCrash, w->signo, w->info,
               w->ucv);
   // The file first: stderr may be a dead or full pipe.
@@ -129,6 +134,8 @@ void dump_work(void* arg) {
   }
   Capture* c = begin_capture();
   if (!c) return;
+  c->secondary = g_secondary;
+  c->nsecondary = &g_nsecondary;
   capture_all(c, CaptureKind::kDump, w->signo, w->info, w->ucv);
   w->written = write_report(*c, /*announce=*/false);
   if (g_crash.config.write_stderr) announce_report(*c, w->written);

@@ -5,6 +5,8 @@
 
 #include <signal.h>
 
+#include "core/capture.h"
+
 namespace faultline::core {
 
 void crash_signal_handler(int signo, siginfo_t* info, void* ucontext);
@@ -20,5 +22,10 @@ void release_ownership();
 
 // In a fork child: nobody owns a crash there.
 void reset_ownership_after_fork();
+
+// Crashes of other threads that arrived while the first one was reported
+// (the capture points at them: Capture::secondary).
+extern SecondaryCrash g_secondary[kMaxSecondary];
+extern volatile int g_nsecondary;
 
 }  // namespace faultline::core

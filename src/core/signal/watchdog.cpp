@@ -8,18 +8,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/base/raw_log.h"
+#include "core/base/recover.h"
+#include "core/base/safe_read.h"
+#include "core/base/sigaction_real.h"
+#include "core/base/sys.h"
 #include "core/capture.h"
-#include "core/signal/chain.h"
 #include "core/crash_state.h"
 #include "core/diagnosis/diagnosis.h"
 #include "core/handler_state.h"
 #include "core/minidump/minidump_file.h"
-#include "core/base/raw_log.h"
-#include "core/base/recover.h"
+#include "core/signal/chain.h"
 #include "core/write/report_file.h"
-#include "core/base/safe_read.h"
-#include "core/base/sigaction_real.h"
-#include "core/base/sys.h"
 
 namespace faultline::core {
 namespace {
@@ -212,18 +212,6 @@ void disarm_watchdog(int seconds) {
   // every phase.
   wd().stage.store(WatchdogStage::kArmed, std::memory_order_release);
   clear_capture_flags();
-}
-
-bool watchdog_fired() {
-  return wd().stage.load(std::memory_order_acquire) != WatchdogStage::kArmed;
-}
-
-uint64_t watchdog_fired_ns() {
-  return wd().fired_ns.load(std::memory_order_acquire);
-}
-
-bool watchdog_took_phase() {
-  return wd().jumped.exchange(false, std::memory_order_acq_rel);
 }
 
 }  // namespace faultline::core

@@ -15,25 +15,12 @@
 
 namespace faultline::core {
 
-constexpr int kWatchdogGraceSeconds = 2;
-
 // Called by the crash owner around its capture and report (no-ops when
 // seconds <= 0: the watchdog is off).
 void arm_watchdog(int seconds);
 void disarm_watchdog(int seconds);
 
-// True once the watchdog's first stage has passed.
-bool watchdog_fired();
-
-// True once, at the recovery point the first stage jumped to: that jump
-// was the watchdog's, not a fault's.
-bool watchdog_took_phase();
-
-// When the first stage came (CLOCK_MONOTONIC ns), 0 before.
-uint64_t watchdog_fired_ns();
-
-// How long the symbols may still take once the first stage has come: a
-// quarter of the grace period, the rest is the report's.
-constexpr uint64_t kLateSymbolsNs = 500ull * 1000 * 1000;
+// What the capture phases ask of the watchdog (watchdog_fired and the
+// like) reads its state only: handler_state.h.
 
 }  // namespace faultline::core

@@ -9,42 +9,21 @@
 // chain read through the SafeReader (or, under "cfi+libunwind", with
 // libunwind); the report says so.
 //
-// Async-signal-safe with the libunwind caveat in unwind.cpp.
+// Each backend has a file of its own: unwind_with_cfi, unwind_with_libunwind,
+// unwind_with_frame_pointers. Async-signal-safe with the libunwind caveat
+// in unwind_with_libunwind.cpp.
 #pragma once
 
 #include <ucontext.h>
-
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
 
 #include "core/frames.h"
 #include "core/modules/modules.h"
 
 namespace faultline::core {
 
-// libunwind's local-unwinding entry points. The library does not link
-// libunwind: it is loaded (src/install/libunwind_load.cpp) only when
-// FAULTLINE_UNWINDER asks for it, so a process that never uses it does not
-// pay for loading it. Until then every pointer is null.
-struct LibunwindApi {
-  int (*init_local)(unw_cursor_t*, unw_context_t*);
-  int (*init_local2)(unw_cursor_t*, unw_context_t*, int);
-  int (*get_reg)(unw_cursor_t*, unw_regnum_t, unw_word_t*);
-  int (*is_signal_frame)(unw_cursor_t*);
-  int (*step)(unw_cursor_t*);
-  int (*set_caching_policy)(unw_addr_space_t, unw_caching_policy_t);
-  int (*getcontext)(unw_context_t*);
-  unw_addr_space_t* local_addr_space;
-};
-
-// Install-time: use libunwind through `api` (every pointer set), with its
-// caching policy set for use in a signal handler. per_thread_cache:
-// libunwind's per-thread cache (its own TLS) is safe to touch in a handler,
-// i.e. that TLS is static; else no cache is used.
-void unwind_use_libunwind(const LibunwindApi& api, bool per_thread_cache);
-
-// Whether libunwind was loaded (unwind_use_libunwind ran).
-bool libunwind_available();
+// Beyond this many frames we stop counting (a runaway recursion of a million
+// frames is reported as "at least 10000").
+constexpr int kMaxCountedFrames = 10000;
 
 // Whether a capture unwinds with the CFI unwinder first: it has the
 // modules' tables, and libunwind is not the choice (or not loaded).
@@ -74,8 +53,5 @@ void unwind_from_context(const ucontext_t* uc, const ModuleTable& modules, Threa
 // Appends one frame (kept while fewer than max_frames are kept; always
 // counted in frames_total). Both unwinders record frames through it.
 void push_frame(ThreadCapture* t, int max_frames, uintptr_t pc, uintptr_t sp, bool signal_frame);
-
-// Frame-pointer walk from (pc, sp, fp), appending to thread->frames.
-void unwind_frame_pointers(uintptr_t fp, ThreadCapture* thread, int max_frames);
 
 }  // namespace faultline::core

@@ -15,15 +15,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/capture.h"
-#include "core/crash_state.h"
-#include "core/handler_state.h"
 #include "core/base/raw_log.h"
-#include "core/write/report_writer.h"
 #include "core/base/sigaction_real.h"
 #include "core/base/str.h"
 #include "core/base/sys.h"
 #include "core/base/time_fmt.h"
+#include "core/capture.h"
+#include "core/crash_state.h"
+#include "core/handler_state.h"
+#include "core/write/report_writer.h"
+#include "core/write/stderr_summary.h"
 
 namespace faultline::core {
 

@@ -1,9 +1,10 @@
 #include "core/write/report_threads.h"
 
-#include "core/diagnosis/classify.h"
-#include "core/crash_state.h"
-#include "core/diagnosis/diagnosis.h"
 #include "core/base/str.h"
+#include "core/crash_state.h"
+#include "core/diagnosis/classify.h"
+#include "core/diagnosis/diagnosis.h"
+#include "core/python/interleave.h"
 
 namespace faultline::core {
 namespace {

@@ -5,18 +5,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/crash_state.h"
-#include "core/diagnosis/diagnosis.h"
-#include "core/write/json_writer.h"
-#include "core/modules/modules.h"
-#include "core/write/report_threads.h"
 #include "core/base/safe_read.h"
-#include "core/write/scrub.h"
 #include "core/base/signals.h"
 #include "core/base/str.h"
 #include "core/base/sys.h"
-#include "core/terminate_record.h"
 #include "core/base/time_fmt.h"
+#include "core/crash_state.h"
+#include "core/diagnosis/diagnosis.h"
+#include "core/modules/modules.h"
+#include "core/write/json_writer.h"
+#include "core/write/report_threads.h"
+#include "core/write/scrub.h"
 
 #ifndef FAULTLINE_VERSION
 #define FAULTLINE_VERSION "0.0.0"
@@ -134,11 +133,12 @@ void write_signal(JsonWriter& w, const Capture& c) {
 void write_exception(JsonWriter& w, const Capture& c) {
   w.key("exception");
   w.begin_object();
-  if (g_terminate.has_exception) {
-    w.field_str("type", g_terminate.type);
-    if (g_terminate.message[0] || g_terminate.message_truncated) {
-      w.str_exact("message", g_terminate.message, str_len(g_terminate.message));
-      if (g_terminate.message_truncated) w.field_bool("message_truncated", true);
+  const TerminateInfo* t = c.terminate;
+  if (t && t->has_exception) {
+    w.field_str("type", t->type);
+    if (t->message[0] || t->message_truncated) {
+      w.str_exact("message", t->message, str_len(t->message));
+      if (t->message_truncated) w.field_bool("message_truncated", true);
     }
   } else {
     w.key("type");
@@ -181,8 +181,9 @@ void write_crashed_tid(JsonWriter& w, const Capture& c) {
   }
   w.key("other_crashes");
   w.begin_array();
-  for (int i = 0; i < g_nsecondary && i < kMaxSecondary; ++i) {
-    const SecondaryCrash& s = g_secondary[i];
+  const int nsecondary = c.nsecondary ? *c.nsecondary : 0;
+  for (int i = 0; c.secondary && i < nsecondary && i < kMaxSecondary; ++i) {
+    const SecondaryCrash& s = c.secondary[i];
     if (!__atomic_load_n(&s.valid, __ATOMIC_ACQUIRE)) continue;
     const SignalInfo* ssi = find_signal(s.signo);
     w.begin_object();

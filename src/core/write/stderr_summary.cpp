@@ -1,10 +1,11 @@
 #include "core/write/stderr_summary.h"
 
-#include "core/crash_state.h"
-#include "core/diagnosis/diagnosis.h"
 #include "core/base/raw_log.h"
 #include "core/base/signals.h"
 #include "core/base/str.h"
+#include "core/crash_state.h"
+#include "core/diagnosis/diagnosis.h"
+#include "core/python/interleave.h"
 
 namespace faultline::core {
 

@@ -9,10 +9,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/diagnosis/classify.h"
-#include "core/write/json_writer.h"
 #include "core/base/signals.h"
 #include "core/base/str.h"
+#include "core/diagnosis/classify.h"
+#include "core/diagnosis/diagnosis.h"
+#include "core/write/json_writer.h"
 
 namespace faultline::core {
 namespace {

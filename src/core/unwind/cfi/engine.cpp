@@ -2,10 +2,10 @@
 
 #include <stddef.h>
 
+#include "core/base/safe_read.h"
 #include "core/unwind/cfi/expr.h"
 #include "core/unwind/cfi/stream.h"
 #include "core/unwind/cfi/table.h"
-#include "core/base/safe_read.h"
 
 namespace faultline::core {
 namespace {

@@ -1,7 +1,7 @@
 #include "core/unwind/cfi/table.h"
 
-#include "core/unwind/cfi/stream.h"
 #include "core/base/safe_read.h"
+#include "core/unwind/cfi/stream.h"
 
 namespace faultline::core::cfi {
 namespace {

@@ -12,44 +12,8 @@
 
 #include "core/base/arena.h"
 #include "core/frames.h"
-#include "core/modules/modules.h"
 
 namespace faultline::core {
-
-struct PyThread {
-  pid_t native_tid;    // 0 if unknown
-  uint64_t thread_id;  // PyThreadState.thread_id (pthread_t)
-  bool holds_gil;
-  int nframes;        // frames kept
-  int frames_total;   // frames seen
-  PyFrame* frames;    // innermost first
-  const char* error;  // why the walk of this thread ended early, or nullptr
-};
-
-struct PythonCapture {
-  bool present;      // a CPython runtime was found
-  char version[24];  // "3.11.7"
-  uint32_t hexversion;
-  uintptr_t runtime;      // address of _PyRuntime
-  bool found_at_install;  // the install's answer was used (no symbol lookup at crash time)
-  int nthreads;
-  int threads_total;
-  PyThread* threads;
-};
-
-// One entry of a thread's merged stack: a native frame or a Python frame.
-struct FrameRef {
-  bool python;
-  int index;  // into ThreadCapture::frames or PyThread::frames
-};
-
-// Merges a thread's native and Python frames in call order, innermost first:
-// each native frame of the interpreter's eval loop is preceded by the Python
-// frames it was running. Returns the number of entries written to out (at
-// most cap), or -1 when the merge cannot be proven (then the report keeps
-// both lists and says they were not merged).
-int interleave_frames(const ThreadCapture& native, const PyThread& py, const ModuleTable& modules,
-                      FrameRef* out, int cap);
 
 // CPython's exported symbols as the loader bound them, and the module that
 // defines _PyRuntime (install time: no symbol table is read).

@@ -1,4 +1,4 @@
-#include "core/capture.h"
+#include "core/capture/capture_all.h"
 
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -6,19 +6,25 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/crash_state.h"
-#include "core/diagnosis/diagnosis.h"
-#include "core/modules/elf_symbols.h"
-#include "core/handler_state.h"
-#include "core/minidump/minidump_file.h"
-#include "core/modules/module_snapshot.h"
-#include "core/write/report_file.h"
 #include "core/base/safe_read.h"
 #include "core/base/str.h"
 #include "core/base/sys.h"
+#include "core/capture/annotations.h"
+#include "core/capture/reraise.h"
+#include "core/capture/run_phase.h"
 #include "core/capture/threads.h"
+#include "core/crash_state.h"
+#include "core/diagnosis/classify.h"
+#include "core/diagnosis/diagnosis.h"
+#include "core/handler_state.h"
+#include "core/minidump/minidump_file.h"
+#include "core/modules/elf_symbols.h"
+#include "core/modules/module_snapshot.h"
+#include "core/python/walker.h"
 #include "core/unwind/unwind.h"
 #include "core/unwind/unwind_with_cfi.h"
+#include "core/unwind/unwind_with_libunwind.h"
+#include "core/write/report_file.h"
 
 namespace faultline::core {
 namespace {
@@ -246,6 +252,10 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
   run_phase(Phase::kSymbols, c,
             [&] { symbolize_threads(c->modules, c->threads, c->nthreads, arena, &c->errors); });
   run_phase(Phase::kClassify, c, [&] { classify_frames(c); });
+  // Before anything reads the signal (the minidump, the diagnosis, the
+  // writers): under a handler's re-raise, the original fault is what every
+  // one of them describes.
+  run_phase(Phase::kReraise, c, [&] { recover_reraised_fault(c); });
   if (cfg.callback) {
     run_phase(Phase::kCallback, c, [&] {
       CallbackWriter w = {arena, arena->alloc_array<AnnotationView>(CallbackWriter::kMax), 0};
