@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "report/inductor_kernel.h"
+#include "report/inductor_kernel_line.h"
 #include "report/render.h"
 
 namespace faultline::report {
