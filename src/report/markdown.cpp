@@ -1,4 +1,6 @@
 // `faultline markdown`: a GitHub issue body for a report.
+#include "report/markdown.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
