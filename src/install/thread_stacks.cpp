@@ -8,10 +8,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/base/sys.h"
 #include "core/capture/altstacks.h"
 #include "core/crash_state.h"
-#include "core/modules/module_snapshot.h"
-#include "core/base/sys.h"
+#include "install/module_snapshot_refresh.h"
 #include "install/terminate.h"
 
 namespace faultline::core {
