@@ -1,5 +1,6 @@
 // faultline run -- CMD...: runs a command with libfaultline.so preloaded.
-// faultline dump PID: asks a running process for a live report of all threads.
+#include "cli/cmd_run.h"
+
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -11,22 +12,18 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <climits>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <optional>
-#include <set>
 #include <sstream>
-#include <thread>
 #include <vector>
 
-#include "cli/commands.h"
+#include "cli/cmd_upload.h"
 #include "cli/report_input.h"
+#include "cli/report_listing.h"
+#include "cli/signal_args.h"
 #include "cli/upload.h"
 #include "core/base/rt_signal.h"
 #include "report/render.h"
@@ -38,82 +35,6 @@ namespace faultline::cli {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Signal names both ways through glibc's own table (sigabbrev_np), so that
-// "USR2", "SIGUSR2" and "12" all work.
-int parse_signal(const std::string& text) {
-  if (text.empty()) return 0;
-  if (std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    // At most 3 digits: atoi of 4294967297 would wrap to 1.
-    int n = text.size() <= 3 ? std::atoi(text.c_str()) : 0;
-    return n > 0 && n < NSIG ? n : 0;
-  }
-  std::string name = text.rfind("SIG", 0) == 0 ? text.substr(3) : text;
-  for (int s = 1; s < NSIG; ++s) {
-    const char* abbrev = sigabbrev_np(s);
-    if (abbrev && name == abbrev) return s;
-  }
-  // glibc names no real-time signal: SIGRTMIN+2, RTMAX-3 as kill -l has them.
-  return faultline::core::parse_rt_signal_name(text.c_str());
-}
-
-std::string signal_name(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev ? std::string("SIG") + abbrev : fmt::format("signal {}", sig);
-}
-
-// The words of FAULTLINE_SIGNALS as the library splits it ("SEGV,BUS 7").
-std::vector<std::string> signal_words(const std::string& list) {
-  std::vector<std::string> words;
-  std::string word;
-  for (size_t i = 0; i <= list.size(); ++i) {
-    char c = i < list.size() ? list[i] : ',';
-    if (c != ',' && c != ' ') {
-      word += c;
-    } else if (!word.empty()) {
-      words.push_back(std::move(word));
-      word.clear();
-    }
-  }
-  return words;
-}
-
-// Empty when every signal of the list is one the library can take (1-63,
-// not SIGKILL or SIGSTOP), else why not. Checked here so that `run` stops
-// with the reason instead of the library warning at start and handling its
-// default set.
-std::string bad_signal_list(const std::string& list) {
-  std::vector<std::string> words = signal_words(list);
-  for (const std::string& word : words) {
-    int s = parse_signal(word);
-    if (s == 0) return fmt::format("unknown signal \"{}\"", report::escape_controls(word));
-    if (s == SIGKILL || s == SIGSTOP) {
-      return fmt::format("{} cannot be caught", report::escape_controls(word));
-    }
-    if (s >= faultline::core::kRtSignalMax) {
-      return fmt::format("{}: signal 64 (SIGRTMAX) cannot be used: the library takes 1 to 63",
-                         word);
-    }
-  }
-  return words.empty() ? "no signal named" : std::string();
-}
-
-// Empty when no signal of the list is the thread signal or the dump signal
-// (0: none), else which clashes.
-std::string signal_list_clash(const std::string& list, int thread, int dump) {
-  for (const std::string& word : signal_words(list)) {
-    int s = parse_signal(word);
-    if (s > 0 && s == thread) {
-      return fmt::format("{} is the thread signal (FAULTLINE_THREAD_SIGNAL)",
-                         report::escape_controls(word));
-    }
-    if (s > 0 && s == dump) {
-      return fmt::format("{} is the dump signal (--dump-signal, or --no-dump)",
-                         report::escape_controls(word));
-    }
-  }
-  return {};
-}
 
 // Empty when path is a faultline library this program can load, else why
 // not: the loader would refuse a file that is not a shared library for this
@@ -187,44 +108,6 @@ std::string find_library(const std::string& explicit_path) {
     if (::access(c.c_str(), R_OK) == 0) return fs::weakly_canonical(c).string();
   }
   return "";
-}
-
-// Report files (final names only) in `dir`, each with what identifies its
-// current content: a report rewritten under the same name (two reports of one
-// thread within a second share a name) counts as new.
-using ReportListing = std::map<std::string, std::pair<ino_t, int64_t>>;
-
-ReportListing list_reports(const std::string& dir) {
-  ReportListing out;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (name.rfind("faultline-", 0) != 0 || it->path().extension() != ".json") continue;
-    struct stat st {};
-    if (::stat(it->path().c_str(), &st) != 0) continue;
-    out[name] = {st.st_ino,
-                 static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
-  }
-  return out;
-}
-
-// Names in `now` that are not in `before`, or whose file changed since.
-std::vector<std::string> new_reports(const ReportListing& before, const ReportListing& now) {
-  std::vector<std::string> out;
-  for (const auto& [name, id] : now) {
-    auto it = before.find(name);
-    if (it == before.end() || it->second != id) out.push_back(name);
-  }
-  return out;
-}
-
-std::string absolute_dir(const std::string& dir) {
-  std::error_code ec;
-  fs::path p = fs::absolute(dir.empty() ? "." : dir, ec);
-  if (ec) return dir;
-  std::string out = p.lexically_normal().string();
-  while (out.size() > 1 && out.back() == '/') out.pop_back();
-  return out;
 }
 
 // The child of `faultline run`, for forwarding signals. Written before any
@@ -416,175 +299,6 @@ int run_command(const RunArgs& a) {
   return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : kExitFailed;
 }
 
-struct DumpArgs {
-  int pid = 0;
-  std::string signal = "SIGUSR2";
-  double timeout = 10;
-  std::string dir;
-  bool force = false;
-  bool faulthandler = false;
-  std::string color = "auto";
-  bool print_path = false;
-};
-
-// The value of NAME in /proc/PID/environ, or nullopt (not set or not readable).
-std::optional<std::string> proc_env(int pid, const std::string& name) {
-  std::ifstream in(fmt::format("/proc/{}/environ", pid), std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string entry;
-  while (std::getline(in, entry, '\0')) {
-    if (entry.rfind(name + "=", 0) == 0) return entry.substr(name.size() + 1);
-  }
-  return std::nullopt;
-}
-
-// The directories process `pid` holds open (the library keeps its report
-// directory open from the start), as /proc/PID/fd shows their paths.
-std::vector<std::string> open_directories(int pid) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(fmt::format("/proc/{}/fd", pid), ec), end; !ec && it != end;
-       it.increment(ec)) {
-    struct stat st {};
-    if (::stat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-    std::error_code e2;
-    fs::path target = fs::read_symlink(it->path(), e2);
-    if (!e2 && target.is_absolute()) out.push_back(target.lexically_normal().string());
-  }
-  return out;
-}
-
-// Where process `pid` writes reports: its FAULTLINE_DIR when absolute; when
-// relative, the one open directory that ends with it (the job may have
-// changed directory since it opened it), else that path under its working
-// directory; our own view when /proc is closed to us.
-std::string target_report_dir(int pid) {
-  std::error_code ec;
-  fs::path cwd = fs::read_symlink(fmt::format("/proc/{}/cwd", pid), ec);
-  auto dir = proc_env(pid, "FAULTLINE_DIR");
-  if (dir && !dir->empty() && (*dir)[0] == '/') return fs::path(*dir).lexically_normal().string();
-  if (!ec) {
-    if (dir && !dir->empty()) {
-      std::string rel = fs::path(*dir).lexically_normal().string();
-      while (rel.size() > 1 && rel.back() == '/') rel.pop_back();
-      std::set<std::string> matches;
-      if (rel != "." && rel.rfind("..", 0) != 0) {
-        for (const std::string& d : open_directories(pid)) {
-          if (d.size() > rel.size() && d.compare(d.size() - rel.size(), rel.size(), rel) == 0 &&
-              d[d.size() - rel.size() - 1] == '/')
-            matches.insert(d);
-        }
-      }
-      if (matches.size() == 1) return *matches.begin();
-      return (cwd / *dir).lexically_normal().string();
-    }
-    return cwd.string();
-  }
-  const char* env_dir = std::getenv("FAULTLINE_DIR");
-  return absolute_dir(env_dir ? env_dir : ".");
-}
-
-bool has_faultline_loaded(int pid) {
-  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
-  std::string line;
-  while (std::getline(maps, line)) {
-    if (line.find("libfaultline") != std::string::npos) return true;
-  }
-  return false;
-}
-
-// Whether process `pid` has a handler for `sig` (SigCgt of /proc/PID/status);
-// nullopt when that cannot be read. A loaded libfaultline.so is not enough:
-// preloaded without FAULTLINE_DUMP it leaves SIGUSR2 to its default action,
-// which ends the process.
-std::optional<bool> catches_signal(int pid, int sig) {
-  std::ifstream status(fmt::format("/proc/{}/status", pid));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("SigCgt:", 0) != 0) continue;
-    std::string hex = line.substr(7);
-    hex.erase(0, hex.find_first_not_of(" \t"));
-    errno = 0;
-    char* end = nullptr;
-    unsigned long long mask = std::strtoull(hex.c_str(), &end, 16);
-    if (errno != 0 || end == hex.c_str()) return std::nullopt;
-    return ((mask >> (sig - 1)) & 1) != 0;
-  }
-  return std::nullopt;
-}
-
-int dump_process(const DumpArgs& a) {
-  int sig = parse_signal(a.signal);
-  if (sig == 0) {
-    fmt::print(stderr, "faultline: unknown signal \"{}\"\n", a.signal);
-    return kExitUsage;
-  }
-  if (::kill(a.pid, 0) != 0 && errno == ESRCH) {
-    fmt::print(stderr, "faultline: no process {}\n", a.pid);
-    return kExitFailed;
-  }
-  // Without faultline's handler most signals (SIGUSR2 included) terminate the
-  // process: never send one blindly. The library being mapped is not enough;
-  // the signal must be caught.
-  if (!a.force && !has_faultline_loaded(a.pid)) {
-    fmt::print(stderr,
-               "faultline: process {} has not loaded libfaultline.so, and {} would likely kill "
-               "it; start it with `faultline run`, or pass --force\n",
-               a.pid, signal_name(sig));
-    return kExitFailed;
-  }
-  if (!a.force && catches_signal(a.pid, sig) != true) {
-    fmt::print(stderr,
-               "faultline: process {} does not catch {}, which would likely kill it; start it "
-               "with FAULTLINE_DUMP=1 (or FAULTLINE_DUMP_SIGNAL, or under `faultline run`), or "
-               "pass --force\n",
-               a.pid, signal_name(sig));
-    return kExitFailed;
-  }
-  std::string dir = a.dir.empty() ? target_report_dir(a.pid) : absolute_dir(a.dir);
-  ReportListing before = list_reports(dir);
-  if (::kill(a.pid, sig) != 0) {
-    fmt::print(stderr, "faultline: cannot signal process {}: {}\n", a.pid, std::strerror(errno));
-    return kExitFailed;
-  }
-  const std::string pid_part = fmt::format("-{}-", a.pid);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(a.timeout);
-  while (std::chrono::steady_clock::now() < deadline) {
-    ReportListing now = list_reports(dir);
-    for (const std::string& name : new_reports(before, now)) {
-      if (name.find(pid_part) == std::string::npos) continue;
-      std::string path = (fs::path(dir) / name).string();
-      std::optional<report::Report> r;
-      try {
-        r = report::load_report(path);
-      } catch (const std::exception&) {
-        continue;  // not complete yet: look again next round
-      }
-      before[name] = now[name];
-      if (r->process.pid != a.pid) continue;
-      if (r->kind != "dump") {
-        fmt::print(stderr, "faultline: process {} wrote a \"{}\" report instead: {}\n", a.pid,
-                   report::escape_controls(r->kind), report::escape_controls(path));
-        return kExitFailed;
-      }
-      if (a.print_path) return print_out(path + "\n") ? kExitOk : kExitFailed;
-      fmt::print(stderr, "faultline: dump report {}\n", path);
-      std::string text = a.faulthandler
-                             ? report::render_faulthandler(*r)
-                             : report::render_text(*r, report::TextOptions{want_color(a.color)});
-      return print_out(text) ? kExitOk : kExitFailed;
-    }
-    if (::kill(a.pid, 0) != 0 && errno == ESRCH) {
-      fmt::print(stderr, "faultline: process {} exited before writing a dump report\n", a.pid);
-      return kExitFailed;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  fmt::print(stderr, "faultline: no dump report from process {} in {} after {} s\n", a.pid, dir,
-             a.timeout);
-  return kExitFailed;
-}
-
 }  // namespace
 
 void add_run_command(CLI::App& app, int& status) {
@@ -671,46 +385,6 @@ void add_run_command(CLI::App& app, int& status) {
     }
     status = run_command(*run);
   });
-
-  auto dump = std::make_shared<DumpArgs>();
-  CLI::App* d = app.add_subcommand(
-      "dump",
-      "Ask a running process (started under `faultline run`) for a live report of all its "
-      "threads, wait for it and show it");
-  d->add_option("PID", dump->pid, "process id")
-      ->required()
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            bool digits =
-                !v.empty() && v.size() < 10 &&
-                std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
-            return digits && std::atoi(v.c_str()) > 0 ? std::string()
-                                                      : "PID must be a process id (1 or more)";
-          },
-          "PID", "pid"));
-  d->add_option("-s,--signal", dump->signal, "the dump signal the process listens to")
-      ->capture_default_str();
-  d->add_option("-t,--timeout", dump->timeout, "seconds to wait for the report")
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            char* end = nullptr;
-            double t = std::strtod(v.c_str(), &end);
-            bool ok =
-                end && *end == '\0' && end != v.c_str() && std::isfinite(t) && t > 0 && t <= 86400;
-            return ok ? std::string() : "seconds, more than 0 (at most a day)";
-          },
-          "SECONDS", "seconds"))
-      ->capture_default_str();
-  d->add_option("-d,--dir", dump->dir,
-                "where the process writes reports (default: its FAULTLINE_DIR, else its working "
-                "directory)");
-  d->add_flag("--force", dump->force,
-              "signal even when libfaultline.so is not seen in the process");
-  d->add_flag("--faulthandler", dump->faulthandler, "show in CPython faulthandler's layout");
-  d->add_option("--color", dump->color, "auto, always or never")
-      ->check(CLI::IsMember({"auto", "always", "never"}));
-  d->add_flag("--print-path", dump->print_path, "print only the new report's path");
-  d->callback([dump, &status] { status = dump_process(*dump); });
 }
 
 }  // namespace faultline::cli

@@ -1,11 +1,13 @@
 // faultline show | markdown | sentry | explain: one report, rendered.
+#include "cli/cmd_show.h"
+
 #include <fmt/format.h>
 
 #include <functional>
 #include <memory>
 
-#include "cli/commands.h"
 #include "cli/report_input.h"
+#include "report/markdown.h"
 #include "report/render.h"
 #include "report/sentry.h"
 

@@ -4,6 +4,8 @@
 //   faultline symbolize faultline-....json -o symbolized.json
 //   faultline symbolize --module ./server 0x4011a6 0x4012f0
 //   nm -C ./server | ... | faultline symbolize --module ./server --json
+#include "cli/cmd_symbolize.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "commands.h"
 #include "report/render.h"
 #include "report/report.h"
 #include "symbolize/report_symbolizer.h"

@@ -1,9 +1,10 @@
 // faultline triage DIR: groups the reports under a directory by crash signature.
+#include "cli/cmd_triage.h"
+
 #include <fmt/format.h>
 
 #include <memory>
 
-#include "cli/commands.h"
 #include "cli/report_input.h"
 #include "report/render.h"
 #include "report/triage.h"

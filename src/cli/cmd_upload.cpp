@@ -1,5 +1,7 @@
 // faultline upload REPORT... --dsn DSN: sends reports to Sentry.
 // faultline watch DIR --dsn DSN: sends reports as they appear in DIR.
+#include "cli/cmd_upload.h"
+
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
@@ -12,7 +14,6 @@
 #include <memory>
 #include <set>
 
-#include "cli/commands.h"
 #include "cli/report_input.h"
 #include "cli/upload.h"
 

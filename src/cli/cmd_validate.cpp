@@ -1,9 +1,10 @@
 // faultline validate REPORT...: checks reports against the faultline/1 JSON Schema.
+#include "cli/cmd_validate.h"
+
 #include <fmt/format.h>
 
 #include <memory>
 
-#include "cli/commands.h"
 #include "cli/report_input.h"
 #include "report/render.h"
 #include "report/schema.h"

@@ -1,7 +1,17 @@
 // The faultline command: renders, symbolizes, validates and groups reports.
+// Each subcommand is defined in its own cmd_<name>.cpp and registered here.
+// A command's callback stores the process exit status (report_input.h:
+// 0 success, 1 the input was bad or a check failed, 2 usage error); CLI11's
+// own parse errors also exit 2, below.
 #include <cstdio>
 
-#include "commands.h"
+#include "cli/cmd_dump.h"
+#include "cli/cmd_run.h"
+#include "cli/cmd_show.h"
+#include "cli/cmd_symbolize.h"
+#include "cli/cmd_triage.h"
+#include "cli/cmd_upload.h"
+#include "cli/cmd_validate.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"faultline: read, render and symbolize crash reports (schema faultline/1)"};
@@ -13,6 +23,7 @@ int main(int argc, char** argv) {
   faultline::cli::add_triage_command(app, status);
   faultline::cli::add_validate_command(app, status);
   faultline::cli::add_run_command(app, status);
+  faultline::cli::add_dump_command(app, status);
   faultline::cli::add_upload_commands(app, status);
   try {
     app.parse(argc, argv);

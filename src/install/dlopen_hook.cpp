@@ -14,7 +14,7 @@
 #include <dlfcn.h>
 
 #include "core/crash_state.h"
-#include "core/modules/module_snapshot.h"
+#include "install/module_snapshot_refresh.h"
 
 namespace faultline::core {
 namespace {

@@ -1,6 +1,8 @@
-// Install-time half of the module snapshot (see core/modules/module_snapshot.h):
+// Install-time half of the module snapshot (install/module_snapshot_refresh.h):
 // reads the loaded modules under the loader's lock and publishes them for the
 // crash handler. Not signal-safe.
+#include "install/module_snapshot_refresh.h"
+
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>

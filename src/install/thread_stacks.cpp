@@ -12,6 +12,7 @@
 #include "core/capture/altstacks.h"
 #include "core/crash_state.h"
 #include "core/modules/module_snapshot.h"
+#include "install/module_snapshot_refresh.h"
 #include "install/terminate.h"
 
 namespace faultline::core {

@@ -1,10 +1,12 @@
 // `faultline markdown`: a GitHub issue body for a report.
+#include "report/markdown.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <limits>
 
-#include "report/inductor_kernel.h"
+#include "report/inductor_kernel_line.h"
 #include "report/render.h"
 
 namespace faultline::report {

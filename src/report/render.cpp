@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "report/inductor_kernel.h"
+#include "report/inductor_kernel_line.h"
 #include "report/torch_hints.h"
 
 namespace faultline::report {

@@ -1,5 +1,5 @@
-// Rendering reports for people (offline): plain text, CPython faulthandler's
-// layout, and GitHub-flavoured Markdown.
+// Rendering reports for people (offline): plain text and CPython
+// faulthandler's layout (GitHub-flavoured Markdown: markdown.h).
 //
 //   Report r = load_report(path);
 //   fmt::print("{}", render_text(r, TextOptions{/*color=*/true}));
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "report/markdown.h"  // render_markdown, which callers of the renderers use too
 #include "report/report.h"
 
 namespace faultline::report {
@@ -30,14 +31,6 @@ std::string render_text(const Report& r, const TextOptions& options = {});
 //   Current thread 0x00007f... (most recent call first):
 //     File "x.py", line 3 in f
 std::string render_faulthandler(const Report& r);
-
-struct MarkdownOptions {
-  size_t max_bytes = 60000;  // GitHub allows 65536 characters per issue body
-};
-
-// `faultline markdown`: a GitHub issue body, never longer than max_bytes; what
-// had to be cut is said at the end.
-std::string render_markdown(const Report& r, const MarkdownOptions& options = {});
 
 // `faultline explain`: the diagnosis in words, and any hints the report carries.
 std::string render_explain(const Report& r);

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "symbolize/dwarf_index.h"
-#include "symbolize/inductor_kernels.h"
+#include "symbolize/inductor_kernel_origins.h"
 
 namespace faultline::symbolize {
 namespace {

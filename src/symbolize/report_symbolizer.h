@@ -11,7 +11,7 @@
 // are those of the function that really exists in the binary, at the
 // position of the outermost inlined call (or of the pc when nothing was
 // inlined). Each module that frames point into gains `debug_source`.
-// Frames of Inductor kernels gain `inductor_kernel` (inductor_kernels.h).
+// Frames of Inductor kernels gain `inductor_kernel` (inductor_kernel_origins.h).
 // Running it again on its own output changes nothing.
 #pragma once
 

@@ -3,14 +3,14 @@
 // under torch._inductor.config.comment_origin (text as torch 2.14 writes
 // it), and the annotation of a report's frames over files laid out as the
 // Inductor cache lays them out.
-#include "symbolize/inductor_kernels.h"
-
 #include <doctest/doctest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include "symbolize/inductor_kernel_origins.h"
 
 using faultline::symbolize::annotate_inductor_kernels;
 using faultline::symbolize::kernel_name_in_call;

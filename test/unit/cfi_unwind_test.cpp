@@ -17,6 +17,7 @@
 #include "core/modules/modules.h"
 #include "core/unwind/cfi/engine.h"
 #include "core/unwind/cfi/table.h"
+#include "install/module_snapshot_refresh.h"
 
 using namespace faultline::core;
 

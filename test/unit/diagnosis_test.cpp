@@ -171,12 +171,14 @@ TEST_CASE("diagnosis: an uncaught exception names its type, message and thrower"
       .native(2, 0xa8b9e, nullptr)
       .native(2, 0xbb1f1, "__cxa_throw")
       .native(0, 0x3000, "_ZN12_GLOBAL__N_18throw_itEPKc");
-  TerminateInfo saved = g_terminate;
-  g_terminate.has_exception = 1;
-  strcpy(g_terminate.type, "St13runtime_error");
-  strcpy(g_terminate.message, "bad shape");
+  // What the terminate handler recorded reaches the diagnosis through the
+  // capture, not a global.
+  TerminateInfo recorded = {};
+  recorded.has_exception = 1;
+  strcpy(recorded.type, "St13runtime_error");
+  strcpy(recorded.message, "bad shape");
+  s->c.terminate = &recorded;
   Capture& c = s->diagnosed();
-  g_terminate = saved;
   CHECK(std::string(c.category) == "uncaught-exception");
   CHECK(summary(c) ==
         "uncaught C++ exception of type St13runtime_error: bad shape in "

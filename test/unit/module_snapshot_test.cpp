@@ -18,6 +18,7 @@
 #include "core/base/safe_read.h"
 #include "core/modules/module_snapshot_data.h"
 #include "core/modules/modules.h"
+#include "install/module_snapshot_refresh.h"
 
 using namespace faultline::core;
 

@@ -1,5 +1,5 @@
 // Real-time signals by name, shared by the settings (core/base/signals.cpp) and
-// the command line (cli/cmd_run.cpp): "SIGRTMIN+n" and "RTMIN+n" count up
+// the command line (cli/signal_args.cpp): "SIGRTMIN+n" and "RTMIN+n" count up
 // from glibc's SIGRTMIN (34; glibc keeps 32 and 33), "SIGRTMAX-n" and
 // "RTMAX-n" down from SIGRTMAX (64), as bash's kill -l spells them and as
 // the README names the thread signal's default (SIGRTMAX-3). Plain code, no

@@ -1,4 +1,4 @@
-#include "symbolize/inductor_kernels.h"
+#include "symbolize/inductor_kernel_origins.h"
 
 #include <cctype>
 #include <cerrno>

@@ -1,4 +1,4 @@
-#include "report/inductor_kernel.h"
+#include "report/inductor_kernel_line.h"
 
 #include <utility>
 #include <vector>

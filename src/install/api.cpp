@@ -1,0 +1,81 @@
+// The public C API of install time (faultline/faultline.h), beside
+// faultline_install (install.cpp): taking the handlers away, asking what is
+// installed, and a live dump on demand. Normal program context, never a
+// signal handler (the C API safe there is core/signal/signal_safe_api.cpp).
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "core/base/sigaction_real.h"
+#include "core/base/str.h"
+#include "core/base/sys.h"
+#include "core/capture/thread_signal.h"
+#include "core/capture/threads.h"
+#include "core/crash_state.h"
+#include "core/signal/handler.h"
+#include "core/write/report_file.h"
+#include "faultline/faultline.h"
+#include "install/dump_signal.h"
+#include "install/sigaction_hook.h"
+#include "install/terminate.h"
+#include "install/thread_stacks.h"
+
+#ifndef FAULTLINE_VERSION
+#define FAULTLINE_VERSION "0.0.0"
+#endif
+
+using namespace faultline::core;
+
+extern "C" {
+
+void faultline_uninstall(void) {
+  g_stay_in_front = 0;
+  arm_dump_timer(0, 0);
+  install_dump_signal(0);
+  threads_uninstall();
+  set_thread_altstacks(false);
+  uninstall_terminate_handler();
+  for (int s = 1; s < 64; ++s) {
+    if (g_crash.handled[s]) {
+      real_sigaction(s, &g_crash.previous[s], nullptr);
+      g_crash.handled[s] = false;
+    }
+  }
+  g_crash.installed = false;
+}
+
+int faultline_installed(void) {
+  return g_crash.installed ? 1 : 0;
+}
+
+const char* faultline_version(void) {
+  return FAULTLINE_VERSION;
+}
+
+int faultline_dump_now(void) {
+  if (!g_crash.installed) return -ENOTCONN;
+  int before = dumps_written();
+  if (int signo = installed_dump_signal(); signo > 0) {
+    // Delivered to this thread before tgkill returns.
+    syscall(SYS_tgkill, g_crash.pid, sys_gettid(), signo);
+  } else {
+    siginfo_t si = {};
+    si.si_signo = SIGUSR2;
+    si.si_code = SI_USER;
+    si.si_pid = g_crash.pid;
+    ucontext_t uc;
+    getcontext(&uc);
+    dump_signal_handler(SIGUSR2, &si, &uc);
+  }
+  return dumps_written() > before ? 0 : -EIO;
+}
+
+size_t faultline_last_report(char* buf, size_t size) {
+  if (!buf || size == 0) return 0;
+  return str_copy(buf, size, last_report_path());
+}
+
+}  // extern "C"
