@@ -10,7 +10,11 @@ start-up cost.
 faultline's time is the report's own capture_ns (from the handler's claim
 of the dump to the report's last field) of live dumps, which run the same capture as a crash; each dump is
 also timed from the outside (signal sent to file present). Medians are
-quoted, and ratios against eu-stack measured in the same run.
+quoted, and ratios against eu-stack measured in the same run. The start-up
+line is bench/python_startup.py's measurement (startup_pair).
+
+bench/perf.py times eu-stack with eu_stack_time() and reads RSS with
+rss_kib().
 """
 import argparse
 import json
@@ -21,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import python_startup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -76,25 +82,6 @@ def eu_stack_time(pid, runs):
     return statistics.median(times)
 
 
-def startup(python, build, runs):
-    def med(env):
-        ts = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            subprocess.run([python, "-c", "pass"], env=env, check=True)
-            ts.append(time.perf_counter() - t0)
-        return statistics.median(ts)
-    base = dict(os.environ)
-    base.pop("LD_PRELOAD", None)
-    with_fl = dict(base, LD_PRELOAD=os.path.join(build, "lib", "libfaultline.so"))
-    # Interleave the two so machine noise hits both alike.
-    a, b = [], []
-    for _ in range(3):
-        a.append(med(base))
-        b.append(med(with_fl))
-    return statistics.median(a), statistics.median(b)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build", nargs="?", default=os.path.join(HERE, "..", "build"))
@@ -122,7 +109,8 @@ def main():
         p.wait()
     print(f"alternate stacks: 256 threads RSS {r1} KiB with, {r0} KiB without "
           f"({(r1 - r0) / 256:.1f} KiB per thread; 68 KiB of address space each)")
-    base, with_fl = startup("/usr/bin/python3", build, 15)
+    (base, _), (with_fl, _) = python_startup.startup_pair(
+        ["/usr/bin/python3", "-c", "pass"], os.path.join(build, "lib", "libfaultline.so"), 45)
     print(f"start-up: python3 -c pass {base * 1e3:.1f} ms without, {with_fl * 1e3:.1f} ms with the "
           f"preload (ratio {with_fl / base:.3f})")
 

@@ -24,6 +24,13 @@ P3  `faultline symbolize` against eu-addr2line and llvm-symbolizer-14 on the
     same addresses (bench/symbolize_bench.py).
 
 --markdown prints the README's performance table from the same numbers.
+
+A figure another benchmark also gives is measured by that benchmark's code,
+imported: eu-stack's time and the RSS reading from bench/crash_capture.py,
+start-up with and without the preload from bench/python_startup.py, the
+symbolize rates by running bench/symbolize_bench.py. What only this script
+gives (a crash timed from the fault to the report's rename, the signalling
+floor, the Python jobs' crashes) is measured here.
 """
 import argparse
 import ctypes
@@ -39,6 +46,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import crash_capture
+import python_startup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
@@ -143,20 +153,14 @@ def crash_once(build, n, unwinder):
 
 
 def eu_stack(build, n, runs):
-    p = subprocess.Popen([os.path.join(build, "bench", "bench_threads"), str(n)],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert p.stdout.readline() == b"ready\n"
-    ts = []
+    """Median seconds of `eu-stack -p` on the same program, live, without faultline."""
+    p, d = crash_capture.start(build, n, preload=False)
     try:
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            subprocess.run(["eu-stack", "-p", str(p.pid)], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-            ts.append(time.perf_counter() - t0)
+        return crash_capture.eu_stack_time(p.pid, runs)
     finally:
         p.stdin.close()
         p.wait()
-    return med(ts)
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def signal_floor(build, n, runs):
@@ -278,37 +282,11 @@ def python_job(build, runs, results, torch):
 
 # ---- P2 ----------------------------------------------------------------------
 
-def run_timed(argv, env):
-    """(wall seconds, CPU seconds: user + system) of one run."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, _, ru = os.wait4(p.pid, 0)
-    return time.perf_counter() - t0, ru.ru_utime + ru.ru_stime
-
-
-def startup_pair(argv, build, runs):
-    """Medians (wall, CPU) without and with the preload, the two interleaved
-    run by run so that the machine's load hits both alike. On a shared,
-    loaded machine the CPU time is the steadier measure."""
-    base = dict(os.environ)
-    base.pop("LD_PRELOAD", None)
-    with_fl = dict(base, LD_PRELOAD=lib(build))
-    for _ in range(3):  # warm the page cache
-        run_timed(argv, base)
-        run_timed(argv, with_fl)
-    a, b = [], []
-    for _ in range(runs):
-        a.append(run_timed(argv, base))
-        b.append(run_timed(argv, with_fl))
-    return ((med([x[0] for x in a]), med([x[1] for x in a])),
-            (med([x[0] for x in b]), med([x[1] for x in b])))
-
-
-def rss_kib(cmd, env):
+def idle_rss_kib(cmd, env):
+    """RSS of cmd once it has printed its first line (it then waits on stdin)."""
     p = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     p.stdout.readline()
-    with open(f"/proc/{p.pid}/status") as f:
-        rss = [int(l.split()[1]) for l in f if l.startswith("VmRSS:")][0]
+    rss = crash_capture.rss_kib(p.pid)
     p.stdin.close()
     p.wait()
     return rss
@@ -323,15 +301,16 @@ def p2(build, runs, results, torch):
     if torch:
         cases.append(("python3 -c 'import torch'", [PYTHON, "-c", "import torch"]))
     for name, argv in cases:
-        (aw, ac), (bw, bc) = startup_pair(argv, build, runs if "torch" not in name else max(5, runs // 4))
+        (aw, ac), (bw, bc) = python_startup.startup_pair(argv, lib(build),
+                                                          runs if "torch" not in name else max(5, runs // 4))
         results[f"p2_{name}"] = ((aw, ac), (bw, bc))
         print(f"  {name:28s} wall {aw * 1e3:8.2f} -> {bw * 1e3:8.2f} ms (x{bw / aw:.3f})   "
               f"CPU {ac * 1e3:8.2f} -> {bc * 1e3:8.2f} ms (x{bc / ac:.3f})")
     idle = [PYTHON, "-c", "import sys; print('ready', flush=True); sys.stdin.read()"]
     base = dict(os.environ)
     base.pop("LD_PRELOAD", None)
-    r0 = med([rss_kib(idle, base) for _ in range(5)])
-    r1 = med([rss_kib(idle, dict(base, LD_PRELOAD=lib(build))) for _ in range(5)])
+    r0 = med([idle_rss_kib(idle, base) for _ in range(5)])
+    r1 = med([idle_rss_kib(idle, dict(base, LD_PRELOAD=lib(build))) for _ in range(5)])
     results["p2_rss"] = r1 - r0
     print(f"  RSS added to an idle python3: {r1 - r0:.0f} KiB (one thread; each further thread "
           f"adds its alternate signal stack's touched pages)")

@@ -14,6 +14,9 @@
 
 Medians of wall time per start, and the ratio to the bare interpreter.
 A late load that the library does not support yet is reported as failing.
+
+startup_pair() is the one measurement of a program's start-up with and
+without the preload: bench/perf.py and bench/crash_capture.py call it.
 """
 import argparse
 import os
@@ -24,6 +27,33 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_timed(argv, env):
+    """(wall seconds, CPU seconds: user + system, exit status) of one run."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    return time.perf_counter() - t0, ru.ru_utime + ru.ru_stime, os.waitstatus_to_exitcode(status)
+
+
+def startup_pair(argv, lib, runs):
+    """Medians (wall, CPU) of argv without and with lib preloaded, the two
+    interleaved run by run so that the machine's load hits both alike. On a
+    shared, loaded machine the CPU time is the steadier measure."""
+    base = dict(os.environ)
+    base.pop("LD_PRELOAD", None)
+    with_fl = dict(base, LD_PRELOAD=lib)
+    for _ in range(3):  # warm the page cache
+        run_timed(argv, base)
+        run_timed(argv, with_fl)
+    a, b = [], []
+    for _ in range(runs):
+        a.append(run_timed(argv, base))
+        b.append(run_timed(argv, with_fl))
+    med = statistics.median
+    return ((med([x[0] for x in a]), med([x[1] for x in a])),
+            (med([x[0] for x in b]), med([x[1] for x in b])))
 
 
 def main():
@@ -65,10 +95,8 @@ def main():
     failed = set()
     for _ in range(a.runs):
         for name, args, env in cases:  # interleaved: drift hits all alike
-            t = time.perf_counter()
-            p = subprocess.run([a.python, *args], env=env, capture_output=True)
-            dt = time.perf_counter() - t
-            if p.returncode != 0:
+            dt, _, status = run_timed([a.python, *args], env)
+            if status != 0:
                 failed.add(name)
             times[name].append(dt)
     base = statistics.median(times["bare"])

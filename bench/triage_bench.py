@@ -3,7 +3,7 @@
 
     bench/triage_bench.py [--cli build/bin/faultline] [--counts 2000,10000,50000]
 
-Generates reports of the twelve test crashes (test/cli/reportgen.py) into a
+Generates reports of the twelve test crashes (test/lib/reportgen.py) into a
 temporary directory and times triage, best of three runs, text and --json.
 """
 
@@ -15,7 +15,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "test", "cli"))
+# Run directly (outside pytest), this script puts test/lib, the tests' shared
+# helpers, on sys.path itself; test/conftest.py does it for pytest.
+sys.path.insert(0, os.path.join(HERE, "..", "test", "lib"))
 import reportgen  # noqa: E402
 
 

@@ -1,19 +1,22 @@
-"""What every pytest suite under test/ shares: the helper folders on sys.path,
-so a test file imports its helpers by name, wherever ctest runs it from.
+"""What every pytest suite under test/ shares: test/lib, the helpers more than
+one suite (or a benchmark) uses, on sys.path, so a test file imports them by
+name wherever ctest runs it from:
 
-- test/lib: fltest, running crashing programs under the preload, collecting
-  and validating their reports, running the `faultline` command;
-- test/python: the interpreters under test (pyenvs) and CPython's own
-  faulthandler text (faulthandler_text, interleave_oracle);
-- test/symbolize: symtools, llvm-symbolizer and ELF helpers.
+- fltest: running crashing programs under the preload, collecting and
+  validating their reports, running the `faultline` command;
+- pyenvs: the interpreters under test;
+- faulthandler_text, interleave_oracle: CPython's own faulthandler text, and
+  gdb and faulthandler as oracles of a report's merged stacks;
+- symtools: llvm-symbolizer and ELF helpers;
+- reportgen: synthetic reports (also for bench/triage_bench.py).
 
-A suite's own folder is on sys.path already (pytest's default import mode).
+A helper only one suite uses stays beside that suite: a suite's own folder is
+on sys.path already (pytest's default import mode). A script run directly,
+outside pytest, puts test/lib on sys.path itself, before its imports.
 """
 import os
 import sys
 
-_TEST = os.path.dirname(os.path.abspath(__file__))
-for _folder in ("symbolize", "python", "lib"):  # test/lib ends up first
-    _path = os.path.join(_TEST, _folder)
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
+_LIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
+if _LIB not in sys.path:
+    sys.path.insert(0, _LIB)

@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-import fltest  # noqa: E402
+import fltest
 
 def consumer(layout):
     return fltest.program(f"abi_consumer_{layout}")

@@ -6,7 +6,7 @@ import os
 import signal
 import time
 
-import fltest  # noqa: E402
+import fltest
 
 DRIVER = fltest.program("api_driver")
 

@@ -1,7 +1,7 @@
 """A process that goes on after its crash (its own handler, chained behind
 faultline, recovers): later captures must be whole. Real processes."""
 
-import fltest  # noqa: E402
+import fltest
 
 
 def test_live_dump_after_a_crash_cut_short_by_the_watchdog_is_complete():

@@ -4,7 +4,7 @@ import signal
 
 import pytest
 
-import fltest  # noqa: E402
+import fltest
 
 BADCFI = fltest.program("badcfi")
 

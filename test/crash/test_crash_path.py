@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-import fltest  # noqa: E402
+import fltest
 
 CRASHER = fltest.program("crasher")
 

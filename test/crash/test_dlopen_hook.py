@@ -5,7 +5,7 @@ import os
 import signal
 import subprocess
 
-import fltest  # noqa: E402
+import fltest
 
 DLHOOK = fltest.program("dlhook")
 CRASHLIB = fltest.program("libcrashlib.so")

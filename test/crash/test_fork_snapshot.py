@@ -3,7 +3,7 @@ starts threads (each start refreshes the module snapshot under the loader's
 lock). The children must never hang, and a child's crash is still reported."""
 import signal
 
-import fltest  # noqa: E402
+import fltest
 
 FORKREFRESH = fltest.program("forkrefresh")
 CRASHLIB = fltest.program("libcrashlib.so")

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-import fltest  # noqa: E402
+import fltest
 
 FRAME_RE = re.compile(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in )?(\S+) \(")
 

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-import fltest  # noqa: E402
+import fltest
 
 JOB = """
 import ctypes

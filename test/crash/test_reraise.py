@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-import fltest  # noqa: E402
+import fltest
 
 JOB = """
 import ctypes, faulthandler, os

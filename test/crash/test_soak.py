@@ -5,7 +5,7 @@ import concurrent.futures
 import json
 import os
 
-import fltest  # noqa: E402
+import fltest
 
 MODES = ["null-read", "abort", "div-zero", "ud2", "bad-fnptr"]
 EXPECTED = {"null-read": -11, "abort": -6, "div-zero": -8, "ud2": -4, "bad-fnptr": -11}

@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 
-import fltest  # noqa: E402
+import fltest
 
 LATECXX = fltest.program("latecxx")
 LATECXX_LIB = fltest.program("liblatecxx_lib.so")

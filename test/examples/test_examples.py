@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-import fltest  # noqa: E402
+import fltest
 
 EXAMPLES = os.path.join(fltest.BUILD, "examples")
 SOURCE_EXAMPLES = os.path.join(fltest.SOURCE, "examples")

@@ -6,10 +6,9 @@ import os
 import re
 import subprocess
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.environ.get("FAULTLINE_SOURCE", os.path.dirname(os.path.dirname(HERE)))
-import fltest  # noqa: E402
+import fltest
 
+SOURCE = fltest.SOURCE
 CLI = fltest.CLI
 LIB = fltest.LIB
 DATA = os.path.join(SOURCE, "test", "data")

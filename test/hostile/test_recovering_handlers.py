@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from hostlib import LIB, SOURCE, fltest
+import fltest
+from hostlib import LIB, SOURCE
 
 RECOVERING = fltest.program("recovering")
 

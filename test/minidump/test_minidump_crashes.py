@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-import fltest  # noqa: E402
+import fltest
 
 LLDB = shutil.which("lldb-14")
 CRASHER = fltest.program("crasher")

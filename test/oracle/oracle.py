@@ -16,13 +16,13 @@ import subprocess
 import sys
 import tempfile
 
-SOURCE = os.environ.get("FAULTLINE_SOURCE",
-                        os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-sys.path.insert(0, os.path.join(SOURCE, "test", "lib"))
-sys.path.insert(0, os.path.join(SOURCE, "test", "symbolize"))
+# Run directly (outside pytest), this script puts test/lib, the tests' shared
+# helpers, on sys.path itself; test/conftest.py does it for pytest.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import fltest  # noqa: E402
 import symtools  # noqa: E402
 
+SOURCE = fltest.SOURCE
 HERE = os.path.join(SOURCE, "test", "oracle")
 PROGRAMS = os.path.join(HERE, "programs")
 JOBS = max(1, min(2, os.cpu_count() or 1))

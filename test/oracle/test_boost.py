@@ -8,8 +8,8 @@ import json
 import os
 import subprocess
 
-import oracle  # noqa: E402
-from oracle import fltest  # noqa: E402
+import fltest
+import oracle
 
 PROGRAM = fltest.program("oracle_boost_compare")
 

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-import oracle  # noqa: E402
+import oracle
 
 usable, why = oracle.core_pattern_usable()
 pytestmark = pytest.mark.skipif(not usable, reason=why)

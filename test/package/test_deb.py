@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-import fltest  # noqa: E402
-from test_package import crash_and_check  # noqa: E402
+import fltest
+from test_package import crash_and_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-import fltest  # noqa: E402
+import fltest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

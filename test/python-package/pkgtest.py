@@ -7,12 +7,13 @@ import subprocess
 import sys
 import textwrap
 
-import fltest  # noqa: E402
+import faulthandler_text
+import fltest
 
-sys.path.insert(0, os.path.join(fltest.SOURCE, "python"))
-import faulthandler_text  # noqa: E402
-
+# The package under test, from the source tree: the snippets run with it on
+# PYTHONPATH, and test_api.py imports it in-process.
 PYTHONPATH = os.path.join(fltest.SOURCE, "python")
+sys.path.insert(0, PYTHONPATH)
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 

@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from pkgtest import (SYSTEM_PYTHON, faulthandler_current, fltest, python_frames, run_py,
-                     sentry_event)
+import fltest
+from pkgtest import SYSTEM_PYTHON, faulthandler_current, python_frames, run_py, sentry_event
 
 CRASH = """
     import ctypes, sys

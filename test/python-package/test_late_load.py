@@ -12,9 +12,9 @@ import subprocess
 
 import pytest
 
-from pkgtest import PYTHONPATH, faulthandler_current, fltest, python_frames
-
-import pyenvs  # noqa: E402
+import fltest
+import pyenvs
+from pkgtest import PYTHONPATH, faulthandler_current, python_frames
 
 SID_ROOT = os.environ.get("FAULTLINE_TORCH_ROOT", "/var/cache/faultline/sid-root")
 # Where torch is installed; "compile": torch 2.x, whose Dynamo runs too.

@@ -17,7 +17,8 @@ import zipfile
 
 import pytest
 
-from pkgtest import SYSTEM_PYTHON, fltest, python_frames
+import fltest
+from pkgtest import SYSTEM_PYTHON, python_frames
 
 EXAMPLE = os.path.join(fltest.SOURCE, "examples", "python-crash", "train.py")
 

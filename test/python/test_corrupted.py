@@ -8,9 +8,10 @@ import tempfile
 
 import pytest
 
+import fltest
 import pyenvs
 
-fltest = pyenvs.fltest
+HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3.11"
 HEADERS = "/usr/include/python3.11"
 
@@ -36,7 +37,7 @@ def ext_dir():
         pytest.fail("python3-dev (3.11 internal headers) not installed")
     d = tempfile.mkdtemp(prefix="faultline-corrupt-")
     pyenvs.cc(["cc", "-O0", "-g", "-shared", "-fPIC", "-I", HEADERS, "-I", os.path.join(HEADERS, "internal"),
-               "-o", os.path.join(d, "corrupt.so"), os.path.join(pyenvs.HERE, "native", "corrupt_ext.c")])
+               "-o", os.path.join(d, "corrupt.so"), os.path.join(HERE, "native", "corrupt_ext.c")])
     return d
 
 

@@ -6,9 +6,10 @@ import tempfile
 
 import pytest
 
+import fltest
 import pyenvs
 
-fltest = pyenvs.fltest
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 CODE = """
 import ctypes
@@ -29,7 +30,7 @@ def test_dlopened_libpython(minor):
     exe = os.path.join(d, "embed")
     libdir = os.path.dirname(fltest.LIB)
     pyenvs.cc(["c++", "-O1", "-g", "-I", os.path.join(fltest.SOURCE, "include"), "-o", exe,
-               os.path.join(pyenvs.HERE, "native", "embed.cpp"), fltest.LIB, "-ldl", "-Wl,-rpath," + libdir])
+               os.path.join(HERE, "native", "embed.cpp"), fltest.LIB, "-ldl", "-Wl,-rpath," + libdir])
     r = fltest.run([exe, libpython, CODE], preload=False, report_dir=d, env={"PYTHONHOME": prefix, "FAULTLINE_DIR": d})
     rep = r.report
     fltest.validate(rep)

@@ -6,9 +6,10 @@ import tempfile
 
 import pytest
 
+import fltest
 import pyenvs
 
-fltest = pyenvs.fltest
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 JOB = """
 import ctypes, sys
@@ -29,7 +30,7 @@ outer()
 def callback_lib():
     out = os.path.join(tempfile.mkdtemp(prefix="faultline-cb-"), "libflcb.so")
     pyenvs.cc(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-shared", "-fPIC", "-o", out,
-               os.path.join(pyenvs.HERE, "native", "callback_lib.c")])
+               os.path.join(HERE, "native", "callback_lib.c")])
     return out
 
 

@@ -15,10 +15,9 @@ import tempfile
 
 import pytest
 
+import fltest
 import interleave_oracle as oracle
 import pyenvs
-
-fltest = pyenvs.fltest
 
 DEBIAN = "/usr/bin/python3.11"
 

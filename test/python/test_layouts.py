@@ -6,10 +6,11 @@ import subprocess
 
 import pytest
 
+import fltest
 import pyenvs
 
-PROBE = os.path.join(pyenvs.fltest.SOURCE, "tools", "python-layout-probe", "run-probe")
-DUMP = os.path.join(pyenvs.fltest.BUILD, "test-programs", "python_layout_dump")
+PROBE = os.path.join(fltest.SOURCE, "tools", "python-layout-probe", "run-probe")
+DUMP = os.path.join(fltest.BUILD, "test-programs", "python_layout_dump")
 
 
 def include_dirs():

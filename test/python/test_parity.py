@@ -9,16 +9,17 @@ import subprocess
 import pytest
 
 import faulthandler_text
+import fltest
 import pyenvs
 
-fltest = pyenvs.fltest
-SCENARIOS = sorted(f for f in os.listdir(os.path.join(pyenvs.HERE, "scenarios")) if f.endswith(".py"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCENARIOS = sorted(f for f in os.listdir(os.path.join(HERE, "scenarios")) if f.endswith(".py"))
 # What the crashed thread's holds_gil must be, where the scenario decides it.
 HOLDS_GIL = {"nested_segv.py": True, "gil_released.py": False, "deep_recursion.py": True}
 
 
 def run_scenario(python, script):
-    path = os.path.join(pyenvs.HERE, "scenarios", script)
+    path = os.path.join(HERE, "scenarios", script)
     env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
     fh = fltest.run([python, "-X", "faulthandler", path], preload=False, env=env, timeout=60)
     fl = fltest.run([python, path], env=env, timeout=60)

@@ -6,9 +6,10 @@ import tempfile
 
 import pytest
 
+import fltest
 import pyenvs
 
-fltest = pyenvs.fltest
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 JOB = """
 import ctypes
@@ -32,7 +33,7 @@ print(n, ctypes.get_errno())
 @pytest.fixture(scope="module")
 def launcher():
     out = os.path.join(tempfile.mkdtemp(prefix="faultline-seccomp-"), "seccomp_launcher")
-    pyenvs.cc(["cc", "-O1", "-o", out, os.path.join(pyenvs.HERE, "native", "seccomp_launcher.c")])
+    pyenvs.cc(["cc", "-O1", "-o", out, os.path.join(HERE, "native", "seccomp_launcher.c")])
     return out
 
 

@@ -13,9 +13,8 @@ import subprocess
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-import fakes  # noqa: E402
-import fltest  # noqa: E402
+import fakes
+import fltest
 
 PYTHON = "/usr/bin/python3"
 PKG = os.path.join(fltest.SOURCE, "python")

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-import fltest  # noqa: E402
+import fltest
 
 PYTHON = "/usr/bin/python3"
 EXAMPLE = os.path.join(fltest.SOURCE, "examples", "torchrun", "train.py")

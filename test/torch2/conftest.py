@@ -2,7 +2,7 @@
 
 import pytest
 
-import rootrun  # noqa: E402
+import rootrun
 
 _versions = None
 

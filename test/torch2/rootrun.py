@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 
-import fltest  # noqa: E402
+import fltest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.path.join(fltest.SOURCE, "tools", "torch-root")

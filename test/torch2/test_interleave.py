@@ -3,7 +3,7 @@ frames that run Python code are python3.14+0x...): native and Python frames
 are still merged in call order, from the entry frames each eval call keeps
 on the C stack. C -> Python -> C -> Python through ctypes callbacks, on the
 crashed thread and on a thread waiting in Python; and, checked against gdb on
-the core file and faulthandler (test/python/interleave_oracle.py, as on the
+the core file and faulthandler (test/lib/interleave_oracle.py, as on the
 other interpreters), C -> Python -> C -> Python -> C on two threads through
 ctypes and through an embedding program built against the root's 3.14."""
 import os
@@ -13,7 +13,7 @@ import rootrun
 
 import fltest
 
-import interleave_oracle as oracle  # noqa: E402
+import interleave_oracle as oracle
 
 ROOT = os.environ.get("FAULTLINE_TORCH_ROOT", "/var/cache/faultline/sid-root")
 

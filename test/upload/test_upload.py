@@ -13,13 +13,11 @@ import time
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.environ.get("FAULTLINE_SOURCE", os.path.dirname(os.path.dirname(HERE)))
-from fake_sentry import FakeSentry  # noqa: E402
-import fltest  # noqa: E402
+import fltest
+from fake_sentry import FakeSentry
 
 CLI = fltest.CLI
-DATA = os.path.join(SOURCE, "test", "data")
+DATA = os.path.join(fltest.SOURCE, "test", "data")
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 

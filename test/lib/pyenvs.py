@@ -1,5 +1,5 @@
 """The interpreters the CPython walker is tested against, and helpers shared
-by the test files in this folder.
+by the tests that run them (test/python, test/python-package).
 
 Interpreters: Debian's statically linked /usr/bin/python3.11 and the pyenv
 builds 3.9-3.13 (shared libpython). A missing one fails the tests that need
@@ -13,9 +13,8 @@ import subprocess
 
 import pytest
 
-import fltest  # noqa: E402
+import fltest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 MINORS = ["3.9", "3.10", "3.11", "3.12", "3.13"]
 
 

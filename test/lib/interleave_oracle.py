@@ -17,9 +17,10 @@ import subprocess
 
 import faulthandler_text
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CALLBACK_LIB_SRC = os.path.join(HERE, "native", "callback_lib.c")
-EMBED_SRC = os.path.join(HERE, "native", "embed_nested.c")
+# The C halves of the jobs live with the CPython walker's tests.
+NATIVE = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "native"))
+CALLBACK_LIB_SRC = os.path.join(NATIVE, "callback_lib.c")
+EMBED_SRC = os.path.join(NATIVE, "embed_nested.c")
 
 CTYPES_JOB = """
 import ctypes, faulthandler, sys, threading, time

@@ -1,6 +1,9 @@
-"""Crashing processes under hostile conditions: a report directory shared by
-pid namespaces, a file-size limit, a daemon whose fd 2 is its database, a
-setuid program run by another user, secrets in argv, conflicting settings.
+"""Crashing processes in a hostile environment: a report directory shared by
+pid namespaces, full, removed or on a filesystem that refuses renames or
+flushes slowly, no /proc, a file-size limit, a daemon whose fd 2 is its
+database, a setuid program run by another user, libraries replaced or
+preloaded under other names, secrets in argv, conflicting settings. What the
+crashing process itself does is test_hostile_process.py's.
 Each asserts that no report is lost, nothing else is written, the exit status
 is the one the program would have had, and nothing hangs (the timeout)."""
 import errno
@@ -20,7 +23,8 @@ import time
 
 import pytest
 
-from hostlib import LIB, fltest
+import fltest
+from hostlib import LIB
 
 CRASHER = fltest.program("crasher")
 PY = sys.executable
@@ -944,3 +948,58 @@ def test_executable_deleted_while_running_is_named_by_its_path(tmp_path):
     assert [m["path"] for m in main] == [str(exe)], main
     # Named from the binary that ran, not from the one now at its path.
     assert fltest.native_symbols(fltest.crashed_thread(rep))[0] == "null_read"
+
+
+# --- the report directory and /proc taken away -----------------------------------------------
+
+def test_disk_full_falls_back_to_stderr(tmp_path):
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        with open(mnt / "filler", "wb") as f:
+            try:
+                f.write(b"x" * 65536)
+            except OSError:
+                pass
+        r = fltest.run([CRASHER, "null-read"], env={"FAULTLINE_DIR": str(mnt)})
+        assert r.returncode == -signal.SIGSEGV
+        assert "could not write the report" in r.stderr
+        body = r.stderr.split("--- faultline report begin ---\n", 1)[1].split("--- faultline report end ---")[0]
+        fltest.validate(json.loads(body))
+        assert not [n for n in os.listdir(mnt) if n.startswith(".faultline")]  # no half report left
+    finally:
+        subprocess.run(["umount", str(mnt)])
+
+
+def test_directory_removed_after_start(tmp_path):
+    d = tmp_path / "gone"
+    d.mkdir()
+    # The directory disappears while the program runs: a shell removes it
+    # and then the crasher (already started with the fd open) crashes.
+    script = f'sleep 0.2; exec {CRASHER} null-read'
+    env = dict(FAULTLINE_DIR=str(d))
+    p = subprocess.Popen(["bash", "-c", script], env=dict(os.environ, LD_PRELOAD=fltest.LIB, **env),
+                         stderr=subprocess.PIPE)
+    time.sleep(0.05)
+    os.rmdir(d)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == -signal.SIGSEGV or p.returncode == 128 + 11
+    assert b"faultline report begin" in err or b"cannot be opened" in err
+
+
+def test_proc_not_mounted():
+    if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespaces here")
+    d = fltest.run(["true"], preload=False).report_dir
+    script = f"mount -t tmpfs none /proc && LD_PRELOAD={fltest.LIB} FAULTLINE_DIR={d} exec {THREADS} many 3"
+    p = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-c", script],
+                       capture_output=True, timeout=60)
+    assert p.returncode in (-signal.SIGSEGV, 128 + 11)
+    reports = [n for n in os.listdir(d) if n.startswith("faultline-")]
+    assert len(reports) == 1
+    rep = fltest.validate(json.load(open(os.path.join(d, reports[0]))))
+    assert any("/proc" in e for e in rep["faultline"]["errors"])
+    assert fltest.native_symbols(fltest.crashed_thread(rep))[0] == "crash_now"
