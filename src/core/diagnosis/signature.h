@@ -2,7 +2,7 @@
 // by the crash path into diagnosis.signature and recomputed by the offline
 // side (src/report/triage.cpp) for reports without one, with this same
 // SignatureBuilder. doc/report-format.md ("Crash signature") specifies the
-// algorithm and gives test vectors, which test/unit/signature_test.cpp runs
+// algorithm and gives test vectors, which test/unit/diagnosis/signature_test.cpp runs
 // through this code and test/cli/test_signature.py through an independent
 // implementation of the text. Pure functions; async-signal-safe.
 //
