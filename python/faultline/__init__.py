@@ -35,11 +35,22 @@ import os
 import stat
 import sys
 
-from . import _native
+import faulthandler
+import types
+
+# The interpreter's own faulthandler, as it was when faultline was imported
+# (faultline writes its text through it; a copy of its functions, so that
+# faultline's may be put in its place, as in faulthandler.enable =
+# faultline.enable).
+_fh = types.SimpleNamespace(**vars(faulthandler))
+
+from . import _native, _text
 
 __all__ = ["annotate", "thread_annotate", "breadcrumb", "available", "load", "version",
            "enable", "disable", "is_enabled", "dump_traceback", "dump_traceback_later",
            "cancel_dump_traceback_later", "register", "unregister", "last_report"]
+if sys.version_info >= (3, 14):
+    __all__.append("dump_c_stack")
 
 # Limits of the C API (faultline.h, in _native): longer strings are cut there;
 # cutting here first keeps a multi-byte character whole.
@@ -209,6 +220,10 @@ _registered = None     # the signal register() gave the library's dump handler
 _TIMER_SIGNAL = 12  # SIGUSR2, as the library's own FAULTLINE_DUMP_AFTER
 _FATAL = {11, 8, 6, 7, 4}  # SIGSEGV, SIGFPE, SIGABRT, SIGBUS, SIGILL
 _SIGKILL, _SIGSTOP, _NSIG = 9, 19, 65
+_C_STACK = sys.version_info >= (3, 14)  # faulthandler.enable(c_stack=) and dump_c_stack()
+# The process annotation that tells the crash path who writes the text
+# (see _sync_text_mode).
+TEXT_MODE_KEY = "faulthandler"
 
 
 def _text_fd(file):
@@ -315,23 +330,35 @@ def _signal_mask(signals):
     return mask
 
 
-def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signals=None, minidump=None):
-    """Like faulthandler.enable(): on SIGSEGV, SIGFPE, SIGABRT, SIGBUS, SIGILL
-    (and SIGTRAP) write a faultline report of every thread and
-    faulthandler-style text to file (default sys.stderr), then let the
-    process die as it would have.
+def _sync_text_mode():
+    """Tells the library who writes the text (the process annotation
+    `faulthandler`, which the crash path reads): "on" while faulthandler's
+    fatal handler is enabled (it writes the Python traceback; faultline adds
+    its native frames and the report's path after it), "off" otherwise
+    (faultline writes faulthandler's text itself). Either value also keeps
+    the library's dumps quiet: their text is faulthandler's."""
+    if _lib is not None:
+        annotate(TEXT_MODE_KEY, "on" if _fh.is_enabled() else "off")
 
-    all_threads=False captures only the crashing thread's native stack (the
-    others are listed with their Python frames). c_stack is accepted for faulthandler's sake: native
-    frames are always captured. report_dir: where reports go (default
-    FAULTLINE_DIR, else the current directory; one that is not a directory
-    raises FileNotFoundError or NotADirectoryError). signals: an iterable
-    of signals (numbers, signal.Signals members or names such as
-    'SIGSEGV') instead of the default set. A bad argument raises before
-    anything is installed. minidump: True or False to write
-    a minidump beside each crash report or not (default FAULTLINE_MINIDUMP,
-    else the library's default). Loads libfaultline.so if the process
-    does not have it yet; raises RuntimeError when it cannot be loaded."""
+
+def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signals=None,
+           minidump=None, extras=True):
+    """faulthandler.enable(), and a faultline report: on SIGSEGV, SIGFPE,
+    SIGABRT, SIGBUS, SIGILL faulthandler's own text goes to file (default
+    sys.stderr), byte for byte the running interpreter's; then faultline
+    writes its report and, after the text, its additions (the crashing
+    thread's native frames and the report's path; extras=False leaves them
+    out). The process then dies as it would have.
+
+    c_stack is faulthandler's (3.14+: its C stack after the traceback).
+    report_dir: where reports go (default FAULTLINE_DIR, else the current
+    directory; one that is not a directory raises FileNotFoundError or
+    NotADirectoryError). signals: the signals faultline reports (numbers,
+    signal.Signals members or names such as 'SIGSEGV'). minidump: a minidump
+    beside each crash report or not (default FAULTLINE_MINIDUMP). A bad
+    argument raises before anything is installed. Loads libfaultline.so if
+    the process does not have it yet; raises RuntimeError when it cannot be
+    loaded."""
     global _report_dir
     fd = _text_fd(file)
     # The arguments first: a bad one changes nothing.
@@ -339,7 +366,7 @@ def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signal
     mask = _signal_mask(signals) if signals is not None else None
     _require_lib()
     opts = _current_options()
-    opts.write_stderr = 1
+    opts.write_stderr = 1 if extras else 0
     opts.max_threads = _env_max_threads if all_threads else 1
     if directory is not None:
         _report_dir = directory
@@ -351,50 +378,53 @@ def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signal
     _set_text_fd(fd)
     _install(opts)
     _hooks()
+    # faulthandler's handler in front of faultline's: its text first, then
+    # it hands the signal on to faultline's (the report, the additions).
+    if _C_STACK:
+        _fh.enable(sys.stderr if file is None else file, all_threads, c_stack)
+    else:
+        _fh.enable(sys.stderr if file is None else file, all_threads)
+    _sync_text_mode()
 
 
 def disable():
-    """Like faulthandler.disable(): restores the handlers that were there
-    before (a pending dump_traceback_later is cancelled too)."""
+    """faulthandler.disable(), and faultline's handlers restored to those
+    that were there before (a pending dump_traceback_later is cancelled
+    too)."""
     cancel_dump_traceback_later()
+    _fh.disable()
     if _lib is not None and _lib.faultline_installed():
         _lib.faultline_uninstall()
+    _sync_text_mode()
 
 
 def is_enabled():
-    """True when faultline's crash handlers are installed (by enable(), or by
-    the preloaded library)."""
-    return bool(_lib is not None and _lib.faultline_installed())
+    """True when a fatal signal writes faulthandler's text: faulthandler's
+    handler is enabled (enable(), PYTHONFAULTHANDLER, -X faulthandler) or
+    faultline's is installed (enable(), or the preloaded library, which
+    writes the same text itself)."""
+    return bool(_fh.is_enabled() or (_lib is not None and _lib.faultline_installed()))
 
 
-def _ensure_enabled(file):
-    fd = _text_fd(file)
-    if not is_enabled():
-        enable(file)
-    _set_text_fd(fd)
+def _write_all(fd, data):
+    while data:
+        n = os.write(fd, data)
+        data = data[n:]
 
 
 def dump_traceback(file=None, all_threads=True):
-    """Like faulthandler.dump_traceback(): writes a "dump" report of every
-    thread now, and faulthandler's text (by faulthandler) to file; the
-    process goes on. Returns the report's path. Without enable() (and no preloaded
-    library) it is faulthandler.dump_traceback() and returns None."""
-    if not is_enabled():
-        import faulthandler
-        faulthandler.dump_traceback(sys.stderr if file is None else file, all_threads)
-        return None
-    import faulthandler
-    before = _text_fd_now
+    """faulthandler.dump_traceback(): faulthandler's text of the calling
+    thread (all_threads=False) or of every thread, to file; then, when
+    faultline's library is installed, a "dump" report of every thread.
+    Returns the report's path, or None."""
     fd = _text_fd(file)
-    _set_text_fd(fd)
-    try:
-        rc = _lib.faultline_dump_now()
-    finally:
-        _set_text_fd(before)  # this file was for this dump only
+    _write_all(fd, _text.traceback(sys._getframe(1), all_threads))
+    if not (_lib is not None and _lib.faultline_installed()):
+        return None
+    _sync_text_mode()
+    rc = _lib.faultline_dump_now()
     if rc != 0:
         raise OSError(-rc, f"faultline_dump_now: {os.strerror(-rc)}")
-    # The text faulthandler writes, by faulthandler itself.
-    faulthandler.dump_traceback(fd, all_threads)
     return last_report()
 
 
@@ -412,30 +442,49 @@ def _reinstall_dump(signo, exit_after):
     _install(opts)
 
 
+def _ensure_installed():
+    """The library loaded and installed (for a dump's report); False when it
+    cannot be loaded (faulthandler's text is written all the same)."""
+    if not _load():
+        return False
+    if not _lib.faultline_installed():
+        opts = _current_options()
+        _install(opts)
+        _hooks()
+    return True
+
+
 def dump_traceback_later(timeout, repeat=False, file=None, exit=False):
-    """Like faulthandler.dump_traceback_later(): after timeout seconds (and
-    then every timeout seconds if repeat) write a "dump" report and its text,
-    from a kernel timer, so it fires even while the interpreter is stuck
-    holding the GIL; exit=True ends the process with status 1 after the
-    dump. Calling it again replaces the previous timer. Enables faultline
-    first if it is not."""
+    """faulthandler.dump_traceback_later(): after timeout seconds (and then
+    every timeout seconds if repeat) faulthandler writes "Timeout (...)!"
+    and the traceback of every thread to file, from its watchdog thread, so
+    it fires even while the interpreter is stuck holding the GIL. faultline
+    writes one "dump" report, at the first timeout, from a kernel timer.
+    exit=True ends the process with status 1 after the first dump (after
+    the report, when the library is there). Calling it again replaces the
+    previous timer."""
     global _timer, _timer_exit, _timer_signo
-    timeout = float(timeout)
-    if not timeout > 0:
-        raise ValueError("timeout must be greater than 0")
-    if timeout > 2**62 / 1e9:
-        raise OverflowError("timeout value is too large")
-    _ensure_enabled(file)
-    cancel_dump_traceback_later()
+    have_lib = _ensure_installed()
+    # faulthandler checks the arguments and writes the text; with the
+    # library, faultline's timer ends the process after its report.
+    _fh.dump_traceback_later(timeout, repeat, sys.stderr if file is None else file,
+                             bool(exit) and not have_lib)
+    _cancel_timer()
+    if not have_lib:
+        return
     signo = _dump_signal() or _TIMER_SIGNAL
     _reinstall_dump(signo, exit)
     _timer_exit = bool(exit)
-    _timer = _native.Timer(signo, timeout, repeat)
+    # One report, at the first timeout (faulthandler repeats its text):
+    # faulthandler's watchdog thread blocks every signal, so it never
+    # answers a dump's request for its stack, and a second dump would wait
+    # for it.
+    _timer = _native.Timer(signo, float(timeout), False)
     _timer_signo = signo
+    _sync_text_mode()
 
 
-def cancel_dump_traceback_later():
-    """Like faulthandler.cancel_dump_traceback_later()."""
+def _cancel_timer():
     global _timer, _timer_exit
     if _timer is None:
         return
@@ -446,12 +495,20 @@ def cancel_dump_traceback_later():
         _reinstall_dump(_dump_signal(), False)
 
 
+def cancel_dump_traceback_later():
+    """faulthandler.cancel_dump_traceback_later(), and faultline's timer."""
+    _fh.cancel_dump_traceback_later()
+    _cancel_timer()
+
+
 def register(signum, file=None, all_threads=True, chain=False):
-    """Like faulthandler.register(): signal signum writes a "dump" report of
-    every thread and its text; the process goes on. The library has one dump
-    signal: registering another signal moves it there. chain=True (calling
-    the previous handler too) is not supported and raises ValueError.
-    Enables faultline first if it is not."""
+    """faulthandler.register(): signal signum writes faulthandler's text of
+    every thread (or of the one that received it) to file, and the process
+    goes on. With chain=False faultline's dump handler sits behind
+    faulthandler's and writes a "dump" report too; with chain=True the
+    handler that was there before is called instead, and there is no
+    report (faultline's dump handler does not chain). The library has one
+    dump signal: registering another signal moves the report there."""
     global _registered
     signo = _native.signal_number(signum)
     if not 0 < signo < _NSIG:
@@ -460,27 +517,51 @@ def register(signum, file=None, all_threads=True, chain=False):
         raise RuntimeError(f"signal {signo} cannot be registered, use enable() instead")
     if signo in (_SIGKILL, _SIGSTOP):
         raise OSError(22, "Invalid argument")
-    if chain:
-        raise ValueError("faultline.register(): chain=True is not supported")
-    _ensure_enabled(file)
-    _registered = signo
-    _reinstall_dump(signo, _timer_exit)
+    report = not chain and _ensure_installed()
+    if report:
+        _fh.unregister(signo)  # faultline's handler goes in behind faulthandler's
+        _registered = signo
+        _reinstall_dump(signo, _timer_exit)
+        _sync_text_mode()
+    # chain=True behind our back: faulthandler calls faultline's dump
+    # handler after its text.
+    _fh.register(signo, sys.stderr if file is None else file, all_threads, chain or report)
 
 
 def unregister(signum):
-    """Like faulthandler.unregister(): True if signum was registered."""
+    """faulthandler.unregister(): True if signum was registered."""
     global _registered
     signo = _native.signal_number(signum)
-    if _registered != signo:
-        return False
-    _registered = None
-    if _lib is not None and _lib.faultline_installed():
-        # A pending timer keeps its signal's handler until it is cancelled.
-        _reinstall_dump(_dump_signal() or (_timer_signo if _timer is not None else 0), _timer_exit)
-    return True
+    answer = _fh.unregister(signo)
+    if _registered == signo:
+        _registered = None
+        if _lib is not None and _lib.faultline_installed():
+            # A pending timer keeps its signal's handler until it is cancelled.
+            _reinstall_dump(_dump_signal() or (_timer_signo if _timer is not None else 0),
+                            _timer_exit)
+    return answer
+
+
+# faulthandler's public functions, which faultline's stand in for.
+FAULTHANDLER_API = ("enable", "disable", "is_enabled", "dump_traceback", "dump_traceback_later",
+                    "cancel_dump_traceback_later", "register", "unregister")
+
+if hasattr(_fh, "dump_c_stack"):
+    dump_c_stack = _fh.dump_c_stack  # 3.14+: faulthandler's own (native frames only)
+
+
+def __getattr__(name):
+    # The rest of faulthandler's module (its test helpers such as
+    # _sigsegv()): faultline stands in for it.
+    try:
+        return getattr(_fh, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
 _lib = _find_loaded()
 if _lib is not None:
     _native.bind_install(_lib)
     _hooks()
+    if _fh.is_enabled():  # PYTHONFAULTHANDLER, -X faulthandler: its text, faultline's additions
+        _sync_text_mode()

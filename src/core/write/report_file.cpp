@@ -298,6 +298,8 @@ void announce_report(const Capture& c, bool written) {
   // FAULTLINE_STDERR=0: nothing on stderr at all, not even the copy (the
   // watchdog's stand-in calls this too).
   if (!cfg.write_stderr) return;
+  // Through the Python package a dump's text is faulthandler's alone.
+  if (c.kind == CaptureKind::kDump && faulthandler_writes_dump_text(c)) return;
   IgnoreFileSizeSignal no_sigxfsz;
   if (written) {
     // The path is the program's choice (FAULTLINE_DIR, report_dir): it may

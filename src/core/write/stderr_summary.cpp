@@ -5,7 +5,6 @@
 #include "core/base/str.h"
 #include "core/crash_state.h"
 #include "core/diagnosis/diagnosis.h"
-#include "core/python/interleave.h"
 
 namespace faultline::core {
 
@@ -50,66 +49,251 @@ void write_escaped_line(const char* s, size_t n, bool newline) {
   flush();
 }
 
+namespace {
+
+constexpr int kMaxStringLength = 500;  // faulthandler's limits
+constexpr int kMaxFrameDepth = 100;
+constexpr int kMaxThreads = 100;
+
+// The process annotation the Python package sets (faultline.TEXT_MODE_KEY):
+// "on" while faulthandler's own fatal handler writes the Python text.
+const char* text_mode(const Capture& c) {
+  for (int i = 0; i < c.nannotations; ++i) {
+    if (c.annotations[i].key && str_eq(c.annotations[i].key, "faulthandler")) {
+      return c.annotations[i].value;
+    }
+  }
+  return nullptr;
+}
+
+// Text written in pieces of a small buffer (faulthandler's longest line,
+// two strings of 500 escaped characters, would not fit a signal stack).
+class Out {
+ public:
+  ~Out() { flush(); }
+  Out& add(const char* s) { return add_n(s, str_len(s)); }
+  Out& add_n(const char* s, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      if (len_ == sizeof buf_) flush();
+      buf_[len_++] = s[i];
+    }
+    return *this;
+  }
+  Out& add_char(char ch) { return add_n(&ch, 1); }
+  Out& add_dec(uint64_t v) {
+    char tmp[24];
+    return add_n(tmp, fmt_dec(tmp, v));
+  }
+  Out& add_hex(uint64_t v, int digits) {
+    static const char kHex[] = "0123456789abcdef";
+    char tmp[16];
+    for (int i = digits - 1; i >= 0; --i, v >>= 4) tmp[i] = kHex[v & 15];
+    return add_n(tmp, static_cast<size_t>(digits));
+  }
+  void flush() {
+    raw_write_n(raw_log_fd(), buf_, len_);
+    len_ = 0;
+  }
+
+ private:
+  char buf_[256];
+  size_t len_ = 0;
+};
+
+// One UTF-8 character of s[0..n): its code point and length (1 for a byte
+// that starts no valid sequence: it is shown as \xNN, as a surrogate escape
+// would be).
+uint32_t utf8_at(const char* s, size_t n, size_t* len) {
+  auto u = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  unsigned char c0 = u(0);
+  int more = c0 >= 0xf0 && c0 < 0xf8 ? 3 : c0 >= 0xe0 ? 2 : c0 >= 0xc2 && c0 < 0xe0 ? 1 : 0;
+  if (more == 0 || static_cast<size_t>(more) >= n) {
+    *len = 1;
+    return c0;
+  }
+  uint32_t cp = c0 & (0x3fu >> more);
+  for (int i = 1; i <= more; ++i) {
+    if ((u(i) & 0xc0) != 0x80) {
+      *len = 1;
+      return c0;
+    }
+    cp = cp << 6 | (u(i) & 0x3f);
+  }
+  *len = static_cast<size_t>(more) + 1;
+  return cp;
+}
+
+// A string as faulthandler writes it: printable ASCII as is, any other
+// character as \xNN, \uNNNN or \UNNNNNNNN, at most 500 characters, then
+// "..." when cut.
+void add_ascii(Out* o, const char* s) {
+  if (!s) {
+    o->add("???");
+    return;
+  }
+  size_t n = str_len(s);
+  int chars = 0;
+  for (size_t i = 0; i < n;) {
+    if (chars == kMaxStringLength) {
+      o->add("...");
+      return;
+    }
+    size_t len = 1;
+    uint32_t cp = utf8_at(s + i, n - i, &len);
+    i += len;
+    ++chars;
+    if (cp >= 0x20 && cp <= 0x7e) {
+      o->add_char(static_cast<char>(cp));
+    } else if (cp <= 0xff) {
+      o->add("\\x").add_hex(cp, 2);
+    } else if (cp <= 0xffff) {
+      o->add("\\u").add_hex(cp, 4);
+    } else {
+      o->add("\\U").add_hex(cp, 8);
+    }
+  }
+}
+
+// The interpreter's minor version ("3.13.1" -> 13), 0 if unknown.
+int python_minor(const Capture& c) {
+  if (c.python.hexversion) return static_cast<int>(c.python.hexversion >> 16 & 0xff);
+  const char* v = c.python.version;
+  if (v[0] != '3' || v[1] != '.') return 0;
+  int minor = 0;
+  for (int i = 2; v[i] >= '0' && v[i] <= '9'; ++i) minor = minor * 10 + (v[i] - '0');
+  return minor;
+}
+
+// faulthandler's name of a fatal signal in the running interpreter's
+// version (3.13 says "Floating-point exception", earlier ones "Floating
+// point exception").
+const char* fatal_error_name(const Capture& c, const char* fallback) {
+  switch (c.signo) {
+    case SIGSEGV:
+      return "Segmentation fault";
+    case SIGFPE:
+      return python_minor(c) >= 13 ? "Floating-point exception" : "Floating point exception";
+    case SIGABRT:
+      return "Aborted";
+    case SIGBUS:
+      return "Bus error";
+    case SIGILL:
+      return "Illegal instruction";
+    default:
+      return fallback;
+  }
+}
+
+void write_python_thread(const Capture& c, const PyThread& py, bool current) {
+  Out o;
+  o.add(current ? "Current thread 0x" : "Thread 0x").add_hex(py.thread_id, 16);
+  if (python_minor(c) >= 14) {
+    // 3.14 names the thread (its kernel name) when it has one.
+    for (int i = 0; i < c.nthreads; ++i) {
+      if (c.threads[i].tid == py.native_tid && c.threads[i].name[0]) {
+        o.add(" [").add(c.threads[i].name).add("]");
+        break;
+      }
+    }
+  }
+  o.add(" (most recent call first):\n");
+  if (py.nframes == 0) {
+    o.add("  <no Python frame>\n");
+    return;
+  }
+  for (int i = 0; i < py.nframes; ++i) {
+    if (i == kMaxFrameDepth) {
+      o.add("  ...\n");
+      return;
+    }
+    const PyFrame& f = py.frames[i];
+    o.add("  File ");
+    if (f.file) {
+      o.add("\"");
+      add_ascii(&o, f.file);
+      o.add("\"");
+    } else {
+      o.add("???");
+    }
+    o.add(", line ");
+    if (f.line >= 0) {
+      o.add_dec(static_cast<uint64_t>(f.line));
+    } else {
+      o.add("???");
+    }
+    o.add(" in ");
+    add_ascii(&o, f.function);
+    o.add("\n");
+  }
+  if (py.frames_total > py.nframes && py.nframes < kMaxFrameDepth) o.add("  ...\n");
+}
+
+// faulthandler's text of a crash: the fatal error line, then every Python
+// thread in the interpreter's order, the crashing one as "Current thread".
+void write_faulthandler_text(const Capture& c, const ThreadCapture* crashed, const char* desc) {
+  raw_log("Fatal Python error: ", fatal_error_name(c, desc), "\n\n");
+  for (int k = 0; k < c.python.nthreads; ++k) {
+    if (k) raw_log("\n");
+    if (k == kMaxThreads) {
+      raw_log("...\n");
+      break;
+    }
+    const PyThread& py = c.python.threads[k];
+    write_python_thread(c, py, crashed && py.native_tid == crashed->tid);
+  }
+}
+
+// faultline's additions, after faulthandler's text: the crashing thread's
+// native frames in the layout of 3.14's C stack, then what went wrong.
+void write_native_stack(const Capture& c, const ThreadCapture* t) {
+  raw_log("\nCurrent thread's C stack trace (most recent call first):\n");
+  int shown = 0;
+  for (int i = 0; i < t->nframes && shown < 48; ++i, ++shown) {
+    const NativeFrame& f = t->frames[i];
+    char line[1200];
+    StrBuf b(line, sizeof line);
+    if (f.module >= 0) {
+      b.add("  Binary file \"").add(c.modules.items[f.module].path).add("\"");
+    } else {
+      b.add("  Binary file \"???\"");
+    }
+    if (f.symbol) b.add(", at ").add(f.symbol).add("+").add_hex(f.symbol_offset);
+    b.add(" [").add_hex(f.pc).add("]");
+    write_escaped_line(line, b.len());
+  }
+  if (t->frames_total > shown) {
+    raw_log("  <");
+    raw_write_dec(raw_log_fd(), t->frames_total - shown);
+    raw_log(" more frames in the report>\n");
+  }
+}
+
+}  // namespace
+
+bool faulthandler_writes_dump_text(const Capture& c) {
+  return text_mode(c) != nullptr;
+}
+
 void write_stderr_summary(const Capture& c, const Config&) {
   const SignalInfo* si = find_signal(c.signo);
   const char* desc = si ? si->description : "Fatal signal";
-  if (c.python.present) {
-    raw_log("Fatal Python error: ", desc, "\n\n");
-  } else {
-    raw_log("faultline: fatal signal: ", desc, "\n\n");
+  const ThreadCapture* t = crashed_thread(c);
+  const char* mode = text_mode(c);
+  bool theirs = mode && str_eq(mode, "on");  // faulthandler wrote the Python text
+  if (c.python.present && !theirs) {
+    write_faulthandler_text(c, t, desc);
+  } else if (!c.python.present) {
+    raw_log("faultline: fatal signal: ", desc, "\n");
   }
+  if (t) write_native_stack(c, t);
+  raw_log("\nfaultline: ");
   write_escaped_line(c.summary, str_nlen(c.summary, sizeof c.summary));
   if (c.reraised.present) {
     // As `faultline show` says it: the fault above, which a handler (the
     // program's, or faulthandler's) raised again as this signal.
     const SignalInfo* rs = find_signal(c.reraised.signo);
-    raw_log("(re-raised by a handler as ", rs ? rs->name : "another signal",
+    raw_log("faultline: (re-raised by a handler as ", rs ? rs->name : "another signal",
             "; the original fault is shown)\n");
-  }
-  const ThreadCapture* t = crashed_thread(c);
-  if (!t) return;
-  raw_log("Current thread ");
-  raw_write_dec(raw_log_fd(), t->tid);
-  raw_log(" (most recent call first):\n");
-  const PyThread* py = python_thread_for(c, t->tid);
-  // In call order where the Python walker can prove the merge (like the
-  // report), else the Python frames first, as faulthandler prints them.
-  int cap = t->nframes + (py ? py->nframes : 0);
-  FrameRef* refs = nullptr;
-  int merged = -1;
-  if (py && py->nframes > 0 && t->nframes > 0) {
-    refs = g_crash.arena.alloc_array<FrameRef>(static_cast<size_t>(cap));
-    if (refs) merged = interleave_frames(*t, *py, c.modules, refs, cap);
-  }
-  if (merged < 0 && refs) {
-    merged = 0;
-    for (int i = 0; py && i < py->nframes; ++i) refs[merged++] = {true, i};
-    for (int i = 0; i < t->nframes; ++i) refs[merged++] = {false, i};
-  }
-  int shown = 0;
-  int native_shown = 0;
-  for (int k = 0; k < (refs ? merged : t->nframes) && shown < 48; ++k, ++shown) {
-    char line[1200];
-    StrBuf b(line, sizeof line);
-    if (refs && refs[k].python) {
-      const PyFrame& f = py->frames[refs[k].index];
-      b.add("  File \"").add(f.file ? f.file : "???").add("\", line ").add_dec(f.line);
-      b.add(" in ").add(f.function ? f.function : "???");
-    } else {
-      int i = refs ? refs[k].index : k;
-      const NativeFrame& f = t->frames[i];
-      b.add("  #").add_dec(i).add(" ").add_hex(f.pc).add(" ");
-      write_frame_name(&b, c, f);
-      if (f.symbol) b.add("+").add_hex(f.symbol_offset);
-      ++native_shown;
-    }
-    write_escaped_line(line, b.len());
-  }
-  shown = native_shown;
-  if (t->frames_total > shown) {
-    raw_log("  ... ");
-    raw_write_dec(raw_log_fd(), t->frames_total - shown);
-    raw_log(" more frames in the report\n");
   }
 }
 

@@ -1,7 +1,11 @@
-// The faulthandler-style summary on stderr: the fatal error line, the
-// diagnosis and the crashed thread's frames (Python and native, in call
-// order where the merge is proven). Written after the report file: stderr
-// may be a dead or full pipe.
+// The text on stderr: faulthandler's, byte for byte for the crashed
+// interpreter's version ("Fatal Python error: ...", every Python thread by
+// its pthread id, the crashing one as "Current thread"), then faultline's
+// additions: the crashing thread's native frames in the layout of 3.14's C
+// stack and the diagnosis. When the Python package says faulthandler's own
+// handler writes the Python text (the process annotation "faulthandler" is
+// "on"), only the additions. Written after the report file: stderr may be a
+// dead or full pipe.
 #pragma once
 
 #include <stddef.h>
@@ -12,6 +16,11 @@ struct Capture;
 struct Config;
 
 void write_stderr_summary(const Capture& c, const Config& cfg);
+
+// True when the Python package drives the text (the process annotation
+// "faulthandler" is set): a dump's text is faulthandler's, so the dump's
+// announcement stays off the text file.
+bool faulthandler_writes_dump_text(const Capture& c);
 
 // Writes `s` as text for a terminal or a CI log: control characters (from
 // argv, file and function names, report paths), C1 controls and bidi
