@@ -11,6 +11,7 @@ packages=(
   gdb lldb-14 clang-14 libclang-rt-14-dev llvm-14 clang-format binutils libbenchmark-dev strace
   python3 python3-dev python3-pytest python3-jsonschema python3-numpy python3-torch
   python3-setuptools python3-wheel python3-pip python3-venv python3-build dpkg-dev fakeroot
+  libpython3.11-testsuite  # CPython's test_faulthandler (test_cpython_faulthandler.py)
   cmark-gfm hyperfine
   debootstrap  # tools/torch-root: the Debian sid root with PyTorch 2.x (torch2 tests)
 )

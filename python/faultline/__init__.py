@@ -546,6 +546,16 @@ def unregister(signum):
 FAULTHANDLER_API = ("enable", "disable", "is_enabled", "dump_traceback", "dump_traceback_later",
                     "cancel_dump_traceback_later", "register", "unregister")
 
+
+def _stand_in_for_faulthandler():
+    """Puts faultline's functions in the faulthandler module itself (which
+    stays the built-in module in sys.modules), so that code that calls
+    faulthandler gets faultline's report too (the test of CPython's suite
+    against faultline does this from a .pth file)."""
+    for name in FAULTHANDLER_API:
+        setattr(faulthandler, name, globals()[name])
+
+
 if hasattr(_fh, "dump_c_stack"):
     dump_c_stack = _fh.dump_c_stack  # 3.14+: faulthandler's own (native frames only)
 
