@@ -9,7 +9,9 @@ a plain preload do, or its symbols are there: a copy preloaded under
 another name, /etc/ld.so.preload), imports the faultline package: Dynamo's
 compilations become breadcrumbs and torch's versions annotations
 (faultline/_torch.py) without `import faultline` in the job.
-FAULTLINE_TORCH_HOOKS=0 turns it off, as it turns off the package's hooks."""
+FAULTLINE_TORCH_HOOKS=0 turns it off, as it turns off the package's hooks.
+Under PYTHONFAULTHANDLER or -X faulthandler it also tells the library that
+faulthandler writes the crash text (see _faulthandler_writes_the_text)."""
 import os
 import sys
 
@@ -55,9 +57,31 @@ def _maybe_preloaded():
     return bool(os.environ.get("LD_PRELOAD")) or os.path.exists("/etc/ld.so.preload")
 
 
+def _faulthandler_writes_the_text():
+    """PYTHONFAULTHANDLER or -X faulthandler in a preloaded job (faulthandler
+    is enabled before site runs): at a crash faulthandler's handler writes
+    its text, then hands the signal on to faultline's, which then writes only
+    its report and additions (the process annotation "faulthandler", as
+    faultline.enable() sets it), not the same text a second time."""
+    import faulthandler
+    if not faulthandler.is_enabled():
+        return
+    try:
+        import ctypes
+        annotate = ctypes.CDLL(None).faultline_annotate
+    except (OSError, AttributeError):  # not preloaded after all
+        return
+    annotate.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    annotate(b"faulthandler", b"on")
+
+
 def _boot():
     if os.environ.get("FAULTLINE_TORCH_HOOKS", "1") == "0" or not _maybe_preloaded():
         return
+    try:
+        _faulthandler_writes_the_text()
+    except Exception:  # noqa: BLE001 - never break the job's start-up
+        pass
     sys.meta_path.insert(0, _OnTorchImport())
 
 

@@ -9,13 +9,14 @@ breadcrumbs and PyTorch compile history.
 
 enable() loads libfaultline.so into the running interpreter (the copy in
 the installed package, FAULTLINE_LIB, or the one already preloaded) and
-installs its crash handlers: a fatal signal then writes a JSON report to the
-report directory (FAULTLINE_DIR, else the current directory) and
-faulthandler-style text to stderr. disable(), is_enabled(), dump_traceback(),
-dump_traceback_later(), cancel_dump_traceback_later(), register() and
-unregister() follow faulthandler's names, arguments and semantics where they
-apply (see doc/python-package.md for the differences). faulthandler may be
-enabled as well: both report the same crash.
+installs its crash handlers behind faulthandler's: a fatal signal then
+writes faulthandler's own text (byte for byte the running interpreter's) to
+stderr, a JSON report to the report directory (FAULTLINE_DIR, else the
+current directory), and after the text faultline's additions (native
+frames, the report's path). disable(), is_enabled(), dump_traceback(),
+dump_traceback_later(), cancel_dump_traceback_later(), register(),
+unregister() and, on 3.14, dump_c_stack() are faulthandler's, with a report
+beside the text (see doc/python-package.md for who writes what).
 
 Without enable() the module only talks to a library that the process already
 has (preloaded with LD_PRELOAD, or linked into the interpreter's host

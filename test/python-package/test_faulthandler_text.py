@@ -1,0 +1,95 @@
+"""faulthandler's text, as faultline writes it: the preloaded library's
+crash text against faulthandler's own in the same process (preload and -X
+faulthandler: faulthandler writes first, then hands the signal on), `faultline
+show --faulthandler` against the same, and who writes what when both are
+there (the text once, faultline's additions after it)."""
+import glob
+import os
+import signal
+
+import pytest
+
+import fltest
+import pyenvs
+from pkgtest import PYTHONPATH
+
+CRASH = """
+import sys, threading, ctypes
+ev = threading.Event()
+def worker():
+    ev.wait()
+threads = [threading.Thread(target=worker) for _ in range(2)]
+for t in threads:
+    t.start()
+def crash_\u00e9():
+    if sys.argv[1] == "fpe":
+        import faulthandler
+        faulthandler._sigfpe()
+    ctypes.string_at(0)
+crash_\u00e9()
+"""
+HEADER = "Fatal Python error: "
+C_STACK = "\nCurrent thread's C stack trace (most recent call first):\n"
+
+
+def crash(python, tmp_path, kind, pyflags=("-X", "faulthandler"), setup=""):
+    script = tmp_path / "crash.py"
+    script.write_text(setup + CRASH, encoding="utf-8")
+    r = fltest.run([python, *pyflags, str(script), kind], env={"PYTHONPATH": PYTHONPATH},
+                   timeout=120)
+    expected = signal.SIGFPE if kind == "fpe" else signal.SIGSEGV
+    assert r.returncode == -expected, r.stderr
+    return r
+
+
+def blocks(stderr):
+    """faulthandler's text and faultline's, in that order."""
+    parts = stderr.split(HEADER)
+    assert len(parts) == 3, stderr
+    theirs = HEADER + parts[1].split("\nExtension modules:")[0]
+    assert C_STACK in parts[2], stderr
+    ours = HEADER + parts[2].split(C_STACK)[0]
+    return theirs, ours
+
+
+@pytest.mark.parametrize("kind", ["segv", "fpe"])
+@pytest.mark.parametrize("python", pyenvs.interpreter_params())
+def test_preloaded_text_is_faulthandlers(python, kind, tmp_path):
+    pyenvs.require(python)
+    r = crash(python, tmp_path, kind)
+    theirs, ours = blocks(r.stderr)
+    assert "crash_\\xe9" in theirs and theirs.count("Thread 0x") == 3
+    assert ours == theirs
+    # The report carries what `show --faulthandler` needs (pthread ids, the
+    # interpreter's order): it prints the same text.
+    (path,) = glob.glob(os.path.join(r.report_dir, "faultline-*.json"))
+    shown = fltest.cli("show", "--faulthandler", path, check=True)
+    assert shown.stdout == theirs
+
+
+def test_api_writes_the_text_once_then_faultlines_additions(tmp_path):
+    r = crash(pyenvs.interpreters()[0][1], tmp_path, "segv", pyflags=(),
+              setup="import faultline; faultline.enable()\n")
+    assert r.stderr.count(HEADER) == 1, r.stderr
+    text, rest = r.stderr.split(C_STACK)
+    assert text.startswith(HEADER + "Segmentation fault\n\n")
+    assert "faultline: report written to " in rest
+    assert fltest.validate(r.report)["kind"] == "crash"
+
+
+def test_api_extras_off_leaves_faulthandlers_text_alone(tmp_path):
+    r = crash(pyenvs.interpreters()[0][1], tmp_path, "segv", pyflags=(),
+              setup="import faultline; faultline.enable(extras=False)\n")
+    assert r.stderr.count(HEADER) == 1, r.stderr
+    assert C_STACK not in r.stderr and "faultline:" not in r.stderr, r.stderr
+    assert fltest.validate(r.report)["kind"] == "crash"
+
+
+def test_start_up_hook_under_x_faulthandler_keeps_the_text_single(tmp_path):
+    # The installed package's start-up hook (faultline-boot.pth imports
+    # _faultline_boot in preloaded jobs): faulthandler writes the text,
+    # faultline only its additions.
+    r = crash(pyenvs.interpreters()[0][1], tmp_path, "segv",
+              setup="import _faultline_boot\n")
+    assert r.stderr.count(HEADER) == 1, r.stderr
+    assert C_STACK in r.stderr and "faultline: report written to " in r.stderr
