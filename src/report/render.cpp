@@ -125,6 +125,12 @@ std::string faulthandler_ascii(const std::string& utf8) {
   return out;
 }
 
+// The interpreter's minor version ("3.13.1" -> 13), 0 if unknown.
+int python_minor(const Report& r) {
+  if (!r.python || r.python->version.rfind("3.", 0) != 0) return 0;
+  return std::atoi(r.python->version.c_str() + 2);
+}
+
 // The names faulthandler prints after "Fatal Python error: " (its own table of
 // handled signals in Modules/faulthandler.c); other signals use strsignal's.
 std::string faulthandler_signal_name(const Report& r) {
@@ -134,12 +140,14 @@ std::string faulthandler_signal_name(const Report& r) {
   } kFaulthandlerNames[] = {
       {"SIGBUS", "Bus error"},
       {"SIGILL", "Illegal instruction"},
-      {"SIGFPE", "Floating point exception"},
+      {"SIGFPE", "Floating point exception"},  // "Floating-point exception" from 3.13
       {"SIGABRT", "Aborted"},
       {"SIGSEGV", "Segmentation fault"},
   };
   for (const auto& n : kFaulthandlerNames) {
-    if (r.signal.name == n.name) return n.text;
+    if (r.signal.name != n.name) continue;
+    if (r.signal.name == "SIGFPE" && python_minor(r) >= 13) return "Floating-point exception";
+    return n.text;
   }
   if (r.signal.number) {
     const char* s = strsignal(static_cast<int>(*r.signal.number));
@@ -371,15 +379,26 @@ std::string render_faulthandler(const Report& r) {
     out += "Fatal Python error: " + faulthandler_ascii(faulthandler_signal_name(r)) + "\n\n";
   }
 
+  // The interpreter's order where the report has it (python_thread), else
+  // the newest (highest tid) first.
+  auto place = [](const Thread* t) -> int64_t {
+    if (t->raw && t->raw->is_object()) {
+      auto it = t->raw->find("python_thread");
+      if (it != t->raw->end() && it->is_number_integer()) return it->get<int64_t>();
+    }
+    return -1;
+  };
   const Thread* crashed = r.crashed_thread();
   std::vector<const Thread*> threads;
   for (size_t i = 0; i < r.threads.size(); ++i) {
     const Thread& t = r.threads[i];
     bool has_python =
         std::any_of(t.frames.begin(), t.frames.end(), [](const Frame& f) { return f.is_python(); });
-    if (has_python || &t == crashed) threads.push_back(&t);
+    if (has_python || &t == crashed || place(&t) >= 0) threads.push_back(&t);
   }
-  std::stable_sort(threads.begin(), threads.end(), [](const Thread* a, const Thread* b) {
+  std::stable_sort(threads.begin(), threads.end(), [&](const Thread* a, const Thread* b) {
+    int64_t pa = place(a), pb = place(b);
+    if (pa >= 0 && pb >= 0) return pa < pb;
     return a->tid.value_or(0) > b->tid.value_or(0);
   });
   size_t shown = 0;

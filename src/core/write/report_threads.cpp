@@ -181,6 +181,18 @@ void write_python_frame(JsonWriter& w, const PyFrame& f) {
   w.end_object();
 }
 
+// A thread's Python fields; pthread_id (PyThreadState.thread_id, what
+// threading.get_ident() gives) and python_thread (its place in the
+// interpreter's list) let `faultline show --faulthandler` print the threads
+// as faulthandler does.
+void write_python_thread_fields(JsonWriter& w, const Capture& c, const PyThread& py) {
+  w.field_bool("holds_gil", py.holds_gil);
+  w.field_num("python_frames_total", py.frames_total);
+  if (py.error) w.field_str("python_error", py.error);
+  w.field_hex("pthread_id", py.thread_id);
+  w.field_num("python_thread", &py - c.python.threads);
+}
+
 void write_thread(JsonWriter& w, const Capture& c, const ThreadCapture& t) {
   w.begin_object();
   w.field_num("tid", t.tid);
@@ -192,11 +204,7 @@ void write_thread(JsonWriter& w, const Capture& c, const ThreadCapture& t) {
   w.field_num("frames_total", t.frames_total);
   w.field_bool("frames_truncated", t.frames_total > t.nframes);
   const PyThread* py = python_thread_for(c, t.tid);
-  if (py) {
-    w.field_bool("holds_gil", py->holds_gil);
-    w.field_num("python_frames_total", py->frames_total);
-    if (py->error) w.field_str("python_error", py->error);
-  }
+  if (py) write_python_thread_fields(w, c, *py);
   // Native and Python frames in call order where the walker can prove the
   // merge; otherwise the native frames, then the Python ones, and
   // "interleaved": false says so.
@@ -266,9 +274,7 @@ void write_threads(JsonWriter& w, const Capture& c) {
     w.field_bool("crashed", false);
     w.field_bool("captured", false);
     w.field_str("note", "native frames not captured");
-    w.field_bool("holds_gil", py.holds_gil);
-    w.field_num("python_frames_total", py.frames_total);
-    if (py.error) w.field_str("python_error", py.error);
+    write_python_thread_fields(w, c, py);
     w.key("frames");
     w.begin_array();
     for (int k = 0; k < py.nframes; ++k) write_python_frame(w, py.frames[k]);
