@@ -61,7 +61,7 @@ def _faulthandler_writes_the_text():
     """PYTHONFAULTHANDLER or -X faulthandler in a preloaded job (faulthandler
     is enabled before site runs): at a crash faulthandler's handler writes
     its text, then hands the signal on to faultline's, which then writes only
-    its report and additions (the process annotation "faulthandler", as
+    its report and additions (the process annotation "faultline.faulthandler", as
     faultline.enable() sets it), not the same text a second time."""
     import faulthandler
     if not faulthandler.is_enabled():
@@ -72,7 +72,7 @@ def _faulthandler_writes_the_text():
     except (OSError, AttributeError):  # not preloaded after all
         return
     annotate.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
-    annotate(b"faulthandler", b"on")
+    annotate(b"faultline.faulthandler", b"on")
 
 
 def _boot():

@@ -224,7 +224,7 @@ _SIGKILL, _SIGSTOP, _NSIG = 9, 19, 65
 _C_STACK = sys.version_info >= (3, 14)  # faulthandler.enable(c_stack=) and dump_c_stack()
 # The process annotation that tells the crash path who writes the text
 # (see _sync_text_mode).
-TEXT_MODE_KEY = "faulthandler"
+TEXT_MODE_KEY = "faultline.faulthandler"
 
 
 def _text_fd(file):
@@ -333,7 +333,7 @@ def _signal_mask(signals):
 
 def _sync_text_mode():
     """Tells the library who writes the text (the process annotation
-    `faulthandler`, which the crash path reads): "on" while faulthandler's
+    TEXT_MODE_KEY, which the crash path reads): "on" while faulthandler's
     fatal handler is enabled (it writes the Python traceback; faultline adds
     its native frames and the report's path after it), "off" otherwise
     (faultline writes faulthandler's text itself). Either value also keeps

@@ -59,7 +59,7 @@ constexpr int kMaxThreads = 100;
 // "on" while faulthandler's own fatal handler writes the Python text.
 const char* text_mode(const Capture& c) {
   for (int i = 0; i < c.nannotations; ++i) {
-    if (c.annotations[i].key && str_eq(c.annotations[i].key, "faulthandler")) {
+    if (c.annotations[i].key && str_eq(c.annotations[i].key, "faultline.faulthandler")) {
       return c.annotations[i].value;
     }
   }

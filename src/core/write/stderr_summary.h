@@ -3,7 +3,7 @@
 // its pthread id, the crashing one as "Current thread"), then faultline's
 // additions: the crashing thread's native frames in the layout of 3.14's C
 // stack and the diagnosis. When the Python package says faulthandler's own
-// handler writes the Python text (the process annotation "faulthandler" is
+// handler writes the Python text (the process annotation "faultline.faulthandler" is
 // "on"), only the additions. Written after the report file: stderr may be a
 // dead or full pipe.
 #pragma once
@@ -18,7 +18,7 @@ struct Config;
 void write_stderr_summary(const Capture& c, const Config& cfg);
 
 // True when the Python package drives the text (the process annotation
-// "faulthandler" is set): a dump's text is faulthandler's, so the dump's
+// "faultline.faulthandler" is set): a dump's text is faulthandler's, so the dump's
 // announcement stays off the text file.
 bool faulthandler_writes_dump_text(const Capture& c);
 
