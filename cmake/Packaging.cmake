@@ -1,7 +1,21 @@
 # A Debian package of what `cmake --install` installs: the library, its
-# headers, the CMake and pkg-config files, the faultline command, its man page
-# and the report schema. `cpack -G DEB` in the build tree (or
+# headers, the CMake and pkg-config files, the faultline command, its man page,
+# the report schema, and the Python package with its start-up hook for
+# Debian's python3 (lib/python3/dist-packages: faultline, _faultline_boot.py,
+# faultline-boot.pth), so that a preloaded Python job records torch.compile
+# history and leaves the crash text to faulthandler under -X faulthandler
+# without a pip install. `cpack -G DEB` in the build tree (or
 # `cmake --build build --target package`) writes faultline_<version>_amd64.deb.
+option(FAULTLINE_INSTALL_PYTHON "install the Python package into lib/python3/dist-packages" ON)
+if(FAULTLINE_INSTALL_PYTHON)
+  set(FAULTLINE_PYTHON_DIR lib/python3/dist-packages)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/faultline DESTINATION ${FAULTLINE_PYTHON_DIR}
+          FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
+  install(FILES ${PROJECT_SOURCE_DIR}/python/_faultline_boot.py
+                ${PROJECT_SOURCE_DIR}/python/faultline-boot.pth
+          DESTINATION ${FAULTLINE_PYTHON_DIR})
+endif()
+
 set(CPACK_PACKAGE_NAME faultline)
 set(CPACK_PACKAGE_VENDOR "faultline")
 set(CPACK_PACKAGE_CONTACT "faultline maintainers <faultline@localhost>")

@@ -10,6 +10,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BUNDLE = os.path.join(HERE, "_bundle")
 # A source checkout run with PYTHONPATH=python: the default CMake build tree.
 SOURCE_BUILD = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build")
+# Installed by `cmake --install` or the .deb: PREFIX/lib/python3/dist-packages/
+# faultline, the library in PREFIX/lib (or its multiarch folder), the command
+# in PREFIX/bin.
+PREFIX = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+INSTALLED_LIBS = [os.path.join(PREFIX, "lib", "libfaultline.so"),
+                  os.path.join(PREFIX, "lib", "x86_64-linux-gnu", "libfaultline.so")]
 
 
 def _first_file(paths):
@@ -20,19 +26,21 @@ def _first_file(paths):
 
 
 def library_path():
-    """The libfaultline.so to load: FAULTLINE_LIB, the bundled copy, or a
-    source checkout's build tree. None when there is none."""
+    """The libfaultline.so to load: FAULTLINE_LIB, the bundled copy, a
+    source checkout's build tree, or the installed one beside the package.
+    None when there is none."""
     return _first_file([os.environ.get("FAULTLINE_LIB"),
                         os.path.join(BUNDLE, "lib", "libfaultline.so"),
-                        os.path.join(SOURCE_BUILD, "lib", "libfaultline.so")])
+                        os.path.join(SOURCE_BUILD, "lib", "libfaultline.so"), *INSTALLED_LIBS])
 
 
 def cli_path():
-    """The `faultline` command: FAULTLINE_CLI, the bundled copy, or a source
-    checkout's build tree. None when there is none."""
+    """The `faultline` command: FAULTLINE_CLI, the bundled copy, a source
+    checkout's build tree, or the installed one. None when there is none."""
     return _first_file([os.environ.get("FAULTLINE_CLI"),
                         os.path.join(BUNDLE, "bin", "faultline"),
-                        os.path.join(SOURCE_BUILD, "bin", "faultline")])
+                        os.path.join(SOURCE_BUILD, "bin", "faultline"),
+                        os.path.join(PREFIX, "bin", "faultline")])
 
 
 # The limits of faultline.h (FAULTLINE_KEY_MAX, ...; a test compares them
