@@ -465,6 +465,11 @@ def dump_traceback_later(timeout, repeat=False, file=None, exit=False):
     the report, when the library is there). Calling it again replaces the
     previous timer."""
     global _timer, _timer_exit, _timer_signo
+    # faulthandler's checks first: a bad argument changes nothing.
+    if not float(timeout) > 0:
+        raise ValueError("timeout must be greater than 0")
+    if float(timeout) > 2**62 / 1e9:
+        raise OverflowError("timeout value is too large")
     have_lib = _ensure_installed()
     # faulthandler checks the arguments and writes the text; with the
     # library, faultline's timer ends the process after its report.

@@ -3,7 +3,8 @@ faultline: written here, from the caller's frame, so that no frame of
 faultline's own is on it. The rules are faulthandler's: strings as ASCII
 (other characters as \\xNN, \\uNNNN or \\UNNNNNNNN), at most 500 characters
 then "...", at most 100 frames then "  ...", at most 100 threads then
-"...", the calling thread marked "Current thread"."""
+"...", the calling thread marked "Current thread", from 3.14 each
+thread's kernel name in brackets."""
 import sys
 
 MAX_STRING_LENGTH = 500
@@ -55,9 +56,31 @@ def _stack(frame, out):
         depth += 1
 
 
-def _thread_header(ident, current):
-    return "%s 0x%016x (most recent call first):\n" % ("Current thread" if current else "Thread",
-                                                      ident)
+def _thread_names():
+    """3.14 prints each thread's kernel name: ident -> name."""
+    if sys.version_info < (3, 14):
+        return {}
+    import threading
+    names = {}
+    for t in threading.enumerate():
+        native = getattr(t, "native_id", None)
+        if t.ident is None or native is None:
+            continue
+        try:
+            with open("/proc/self/task/%d/comm" % native, "rb") as f:
+                # Written as its bytes are (kept through surrogateescape).
+                name = f.read().rstrip(b"\n").decode("ascii", "surrogateescape")
+        except OSError:
+            continue
+        if name:
+            names[t.ident] = name
+    return names
+
+
+def _thread_header(ident, current, names):
+    name = " [%s]" % names[ident] if ident in names else ""
+    return "%s 0x%016x%s (most recent call first):\n" % (
+        "Current thread" if current else "Thread", ident, name)
 
 
 def traceback(frame, all_threads):
@@ -72,12 +95,13 @@ def traceback(frame, all_threads):
     me = threading.get_ident()
     frames = sys._current_frames()
     frames[me] = frame
+    names = _thread_names()
     for n, ident in enumerate(frames):
         if n:
             out.append("\n")
         if n >= MAX_NTHREADS:
             out.append("...\n")
             break
-        out.append(_thread_header(ident, ident == me))
+        out.append(_thread_header(ident, ident == me, names))
         _stack(frames[ident], out)
-    return "".join(out).encode("ascii")
+    return "".join(out).encode("ascii", "surrogateescape")

@@ -6,6 +6,7 @@ there (the text once, faultline's additions after it)."""
 import glob
 import os
 import signal
+import subprocess
 
 import pytest
 
@@ -94,3 +95,51 @@ def test_start_up_hook_under_x_faulthandler_keeps_the_text_single(tmp_path):
               setup="import _faultline_boot\n")
     assert r.stderr.count(HEADER) == 1, r.stderr
     assert C_STACK in r.stderr and "faultline: report written to " in r.stderr
+
+
+DUMP = """
+import faulthandler, faultline, os, threading
+ev = threading.Event()
+ts = [threading.Thread(target=ev.wait, name="w\\u00e9rker-%d" % i) for i in range(2)]
+for t in ts:
+    t.start()
+def dump_\u00e9(f, fd, all_threads):
+    f(fd, all_threads=all_threads)
+outs = []
+for all_threads in (True, False):
+    for f in (faulthandler.dump_traceback, faultline.dump_traceback):
+        r, w = os.pipe()
+        dump_\u00e9(f, w, all_threads)
+        os.close(w)
+        outs.append(os.read(r, 1000000))
+ev.set()
+print(outs[0] == outs[1], outs[2] == outs[3], outs[0].count(b"Thread 0x"))
+"""
+
+
+def dump_params():
+    return pyenvs.interpreter_params() + [pytest.param("sid", id="sid-3.14")]
+
+
+@pytest.mark.parametrize("python", dump_params())
+def test_dump_traceback_is_faulthandlers_byte_for_byte(python, tmp_path):
+    # Called the same way from the same line: faultline's text (written from
+    # Python, without its own frame) equals faulthandler's, every thread,
+    # non-ASCII names, 3.14's thread names.
+    script = tmp_path / "dump.py"
+    script.write_text(DUMP, encoding="utf-8")
+    env = {"PYTHONPATH": PYTHONPATH, "FAULTLINE_LIB": "/nonexistent", "LANG": "C.UTF-8"}
+    if python == "sid":
+        root = os.environ.get("FAULTLINE_TORCH_ROOT", "/var/cache/faultline/sid-root")
+        if not os.path.exists(os.path.join(root, ".faultline-root-complete")):
+            pytest.skip(f"no sid root at {root}")
+        cmd = [os.path.join(fltest.SOURCE, "tools", "torch-root"), "run", "--rw", str(tmp_path),
+               "--", "env", "-i", "PATH=/usr/bin:/bin", *[f"{k}={v}" for k, v in env.items()],
+               "python3", str(script)]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        out, err = p.stdout, p.stderr
+    else:
+        pyenvs.require(python)
+        r = fltest.run([python, str(script)], preload=False, env=env)
+        out, err = r.stdout, r.stderr
+    assert out.split() == ["True", "True", "2"], out + err
