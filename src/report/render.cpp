@@ -409,8 +409,10 @@ std::string render_faulthandler(const Report& r) {
     }
     if (shown++) out += "\n";
     uint64_t id = faulthandler_thread_id(*t);
-    out += fmt::format("{} 0x{:016x} (most recent call first):\n",
-                       t == crashed && r.kind != "dump" ? "Current thread" : "Thread", id);
+    // 3.14 names the thread (its kernel name, as its bytes are).
+    std::string name = python_minor(r) >= 14 && !t->name.empty() ? " [" + t->name + "]" : "";
+    out += fmt::format("{} 0x{:016x}{} (most recent call first):\n",
+                       t == crashed && r.kind != "dump" ? "Current thread" : "Thread", id, name);
     size_t depth = 0;
     for (const Frame& f : t->frames) {
       if (!f.is_python()) continue;

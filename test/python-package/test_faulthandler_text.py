@@ -7,6 +7,7 @@ import glob
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -44,20 +45,39 @@ def crash(python, tmp_path, kind, pyflags=("-X", "faulthandler"), setup=""):
 
 
 def blocks(stderr):
-    """faulthandler's text and faultline's, in that order."""
+    """faulthandler's text and faultline's, in that order (up to the C
+    stack, which 3.14's faulthandler writes too)."""
     parts = stderr.split(HEADER)
     assert len(parts) == 3, stderr
-    theirs = HEADER + parts[1].split("\nExtension modules:")[0]
+    theirs = HEADER + parts[1].split("\nExtension modules:")[0].split(C_STACK)[0]
     assert C_STACK in parts[2], stderr
     ours = HEADER + parts[2].split(C_STACK)[0]
     return theirs, ours
 
 
+def crash_in_sid(tmp_path, kind):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch2"))
+    import rootrun
+    if not os.path.exists(os.path.join(rootrun.fltest.SOURCE, "tools", "torch-root")):
+        pytest.skip("no tools/torch-root")
+    root = os.environ.get("FAULTLINE_TORCH_ROOT", "/var/cache/faultline/sid-root")
+    if not os.path.exists(os.path.join(root, ".faultline-root-complete")):
+        pytest.skip(f"no sid root at {root}")
+    script = tmp_path / "crash.py"
+    script.write_text(CRASH, encoding="utf-8")
+    r = rootrun.run(["python3", "-X", "faulthandler", str(script), kind], tmp_path)
+    assert r.signal == (signal.SIGFPE if kind == "fpe" else signal.SIGSEGV), r.stderr
+    return r
+
+
 @pytest.mark.parametrize("kind", ["segv", "fpe"])
-@pytest.mark.parametrize("python", pyenvs.interpreter_params())
+@pytest.mark.parametrize("python", pyenvs.interpreter_params() + [pytest.param("sid", id="sid-3.14")])
 def test_preloaded_text_is_faulthandlers(python, kind, tmp_path):
-    pyenvs.require(python)
-    r = crash(python, tmp_path, kind)
+    if python == "sid":
+        r = crash_in_sid(tmp_path, kind)
+    else:
+        pyenvs.require(python)
+        r = crash(python, tmp_path, kind)
     theirs, ours = blocks(r.stderr)
     assert "crash_\\xe9" in theirs and theirs.count("Thread 0x") == 2
     assert theirs.count("Current thread 0x") == 1
