@@ -61,6 +61,8 @@ _THREAD_VALUE_BYTES = _native.THREAD_VALUE_MAX
 _BREADCRUMB_BYTES = _native.BREADCRUMB_MAX
 
 _lib = None
+_late_loaded = False  # _lib was loaded by this module (not preloaded or linked)
+_extras = True  # enable(extras=): faultline's additions after the text
 
 
 def _bind(lib):
@@ -125,7 +127,7 @@ def _load(path=None):
     """Makes _lib the library (already in the process, or loaded from path,
     FAULTLINE_LIB, the bundled copy, a source checkout's build). Returns
     True, or False with load_error set."""
-    global _lib, load_error
+    global _lib, load_error, _late_loaded
     if _lib is not None:
         return True
     path = path or _native.library_path()
@@ -135,6 +137,7 @@ def _load(path=None):
         return False
     try:
         lib = _bind(ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))
+        _late_loaded = True
     except OSError as e:
         load_error = str(e)
         return False
@@ -336,10 +339,11 @@ def _sync_text_mode():
     TEXT_MODE_KEY, which the crash path reads): "on" while faulthandler's
     fatal handler is enabled (it writes the Python traceback; faultline adds
     its native frames and the report's path after it), "off" otherwise
-    (faultline writes faulthandler's text itself). Either value also keeps
+    (faultline writes faulthandler's text itself), "text" when it does
+    so without its additions (enable(extras=False)). Any value also keeps
     the library's dumps quiet: their text is faulthandler's."""
     if _lib is not None:
-        annotate(TEXT_MODE_KEY, "on" if _fh.is_enabled() else "off")
+        annotate(TEXT_MODE_KEY, "on" if _fh.is_enabled() else "off" if _extras else "text")
 
 
 def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signals=None,
@@ -360,14 +364,30 @@ def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signal
     argument raises before anything is installed. Loads libfaultline.so if
     the process does not have it yet; raises RuntimeError when it cannot be
     loaded."""
-    global _report_dir
+    global _report_dir, _extras
     fd = _text_fd(file)
     # The arguments first: a bad one changes nothing.
     directory = _report_dir_argument(report_dir) if report_dir is not None else None
     mask = _signal_mask(signals) if signals is not None else None
+    # Who writes the text: the preloaded library, installed in front since
+    # start-up, writes faulthandler's text itself (faulthandler's handler
+    # enabled now would go in front of it, and its re-raise would hide the
+    # fault's own context from the report); otherwise faulthandler's handler,
+    # enabled before faultline's is installed: faultline's, in front, calls
+    # it first and holds its re-raise until the report is written.
+    own_text = (_lib is not None and not _late_loaded and _lib.faultline_installed()
+                and not _fh.is_enabled())
+    if not own_text:
+        if _C_STACK:
+            _fh.enable(sys.stderr if file is None else file, all_threads, c_stack)
+        else:
+            _fh.enable(sys.stderr if file is None else file, all_threads)
     _require_lib()
+    _extras = bool(extras)
     opts = _current_options()
-    opts.write_stderr = 1 if extras else 0
+    # Without the additions: nothing of faultline's on the text file when
+    # faulthandler writes the text, else the text alone ("text").
+    opts.write_stderr = 1 if extras or own_text else 0
     opts.max_threads = _env_max_threads if all_threads else 1
     if directory is not None:
         _report_dir = directory
@@ -379,12 +399,6 @@ def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signal
     _set_text_fd(fd)
     _install(opts)
     _hooks()
-    # faulthandler's handler in front of faultline's: its text first, then
-    # it hands the signal on to faultline's (the report, the additions).
-    if _C_STACK:
-        _fh.enable(sys.stderr if file is None else file, all_threads, c_stack)
-    else:
-        _fh.enable(sys.stderr if file is None else file, all_threads)
     _sync_text_mode()
 
 
@@ -393,9 +407,11 @@ def disable():
     that were there before (a pending dump_traceback_later is cancelled
     too)."""
     cancel_dump_traceback_later()
-    _fh.disable()
+    # Last installed, first removed: faultline's handler gives faulthandler's
+    # back, which then gives back what was there before.
     if _lib is not None and _lib.faultline_installed():
         _lib.faultline_uninstall()
+    _fh.disable()
     _sync_text_mode()
 
 

@@ -163,3 +163,24 @@ def test_dump_traceback_is_faulthandlers_byte_for_byte(python, tmp_path):
         r = fltest.run([python, str(script)], preload=False, env=env)
         out, err = r.stdout, r.stderr
     assert out.split() == ["True", "True", "2"], out + err
+
+
+@pytest.mark.parametrize("all_threads", [True, False])
+def test_preloaded_enable_writes_the_text_itself(tmp_path, all_threads):
+    # Preloaded, enable() leaves faulthandler's handler off: it would go in
+    # front of the library's and hand on a re-raised signal. The library
+    # writes faulthandler's text (all_threads=False: "Stack"), and the
+    # report is of the fault itself.
+    python = pyenvs.interpreters()[0][1]
+    r = crash(python, tmp_path, "segv", pyflags=(),
+              setup=f"import faultline; faultline.enable(all_threads={all_threads})\n")
+    assert r.stderr.count(HEADER) == 1, r.stderr
+    text = r.stderr.split(C_STACK)[0]
+    if all_threads:
+        assert text.count("Thread 0x") == 2 and text.count("Current thread 0x") == 1, text
+    else:
+        assert text.startswith(HEADER + "Segmentation fault\n\nStack (most recent call first):\n"
+                               '  File "/usr/lib/python3.11/ctypes/__init__.py"'), text
+        assert "Thread 0x" not in text
+    rep = fltest.validate(r.report)
+    assert "reraised" not in rep["signal"] and rep["signal"]["fault_address"] == "0x0", rep["signal"]

@@ -299,7 +299,7 @@ void announce_report(const Capture& c, bool written) {
   // watchdog's stand-in calls this too).
   if (!cfg.write_stderr) return;
   // Through the Python package a dump's text is faulthandler's alone.
-  if (c.kind == CaptureKind::kDump && faulthandler_writes_dump_text(c)) return;
+  if (report_announcement_off(c)) return;
   IgnoreFileSizeSignal no_sigxfsz;
   if (written) {
     // The path is the program's choice (FAULTLINE_DIR, report_dir): it may

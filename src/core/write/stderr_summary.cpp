@@ -184,10 +184,17 @@ const char* fatal_error_name(const Capture& c, const char* fallback) {
   }
 }
 
-void write_python_thread(const Capture& c, const PyThread& py, bool current) {
+enum class ThreadHeader { kCurrent, kOther, kStack };
+
+void write_python_thread(const Capture& c, const PyThread& py, ThreadHeader header) {
   Out o;
-  o.add(current ? "Current thread 0x" : "Thread 0x").add_hex(py.thread_id, 16);
-  if (python_minor(c) >= 14) {
+  if (header == ThreadHeader::kStack) {
+    o.add("Stack (most recent call first):\n");
+  } else {
+    o.add(header == ThreadHeader::kCurrent ? "Current thread 0x" : "Thread 0x");
+    o.add_hex(py.thread_id, 16);
+  }
+  if (header != ThreadHeader::kStack && python_minor(c) >= 14) {
     // 3.14 names the thread (its kernel name) when it has one.
     for (int i = 0; i < c.nthreads; ++i) {
       if (c.threads[i].tid == py.native_tid && c.threads[i].name[0]) {
@@ -196,7 +203,7 @@ void write_python_thread(const Capture& c, const PyThread& py, bool current) {
       }
     }
   }
-  o.add(" (most recent call first):\n");
+  if (header != ThreadHeader::kStack) o.add(" (most recent call first):\n");
   if (py.nframes == 0) {
     o.add("  <no Python frame>\n");
     return;
@@ -230,8 +237,20 @@ void write_python_thread(const Capture& c, const PyThread& py, bool current) {
 
 // faulthandler's text of a crash: the fatal error line, then every Python
 // thread in the interpreter's order, the crashing one as "Current thread".
-void write_faulthandler_text(const Capture& c, const ThreadCapture* crashed, const char* desc) {
+void write_faulthandler_text(const Capture& c, const Config& cfg, const ThreadCapture* crashed,
+                             const char* desc) {
   raw_log("Fatal Python error: ", fatal_error_name(c, desc), "\n\n");
+  if (cfg.max_threads == 1) {
+    // enable(all_threads=False): the crashing thread alone, as "Stack".
+    for (int k = 0; crashed && k < c.python.nthreads; ++k) {
+      if (c.python.threads[k].native_tid == crashed->tid) {
+        write_python_thread(c, c.python.threads[k], ThreadHeader::kStack);
+        return;
+      }
+    }
+    raw_log("Stack (most recent call first):\n  <no Python frame>\n");
+    return;
+  }
   for (int k = 0; k < c.python.nthreads; ++k) {
     if (k) raw_log("\n");
     if (k == kMaxThreads) {
@@ -239,7 +258,9 @@ void write_faulthandler_text(const Capture& c, const ThreadCapture* crashed, con
       break;
     }
     const PyThread& py = c.python.threads[k];
-    write_python_thread(c, py, crashed && py.native_tid == crashed->tid);
+    write_python_thread(
+        c, py,
+        crashed && py.native_tid == crashed->tid ? ThreadHeader::kCurrent : ThreadHeader::kOther);
   }
 }
 
@@ -270,21 +291,24 @@ void write_native_stack(const Capture& c, const ThreadCapture* t) {
 
 }  // namespace
 
-bool faulthandler_writes_dump_text(const Capture& c) {
-  return text_mode(c) != nullptr;
+bool report_announcement_off(const Capture& c) {
+  const char* mode = text_mode(c);
+  if (!mode) return false;
+  return c.kind == CaptureKind::kDump || str_eq(mode, "text");
 }
 
-void write_stderr_summary(const Capture& c, const Config&) {
+void write_stderr_summary(const Capture& c, const Config& cfg) {
   const SignalInfo* si = find_signal(c.signo);
   const char* desc = si ? si->description : "Fatal signal";
   const ThreadCapture* t = crashed_thread(c);
   const char* mode = text_mode(c);
   bool theirs = mode && str_eq(mode, "on");  // faulthandler wrote the Python text
   if (c.python.present && !theirs) {
-    write_faulthandler_text(c, t, desc);
+    write_faulthandler_text(c, cfg, t, desc);
   } else if (!c.python.present) {
     raw_log("faultline: fatal signal: ", desc, "\n");
   }
+  if (mode && str_eq(mode, "text")) return;  // enable(extras=False): the text alone
   if (t) write_native_stack(c, t);
   raw_log("\nfaultline: ");
   write_escaped_line(c.summary, str_nlen(c.summary, sizeof c.summary));
