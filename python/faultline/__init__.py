@@ -353,7 +353,9 @@ def enable(file=None, all_threads=True, c_stack=True, *, report_dir=None, signal
     sys.stderr), byte for byte the running interpreter's; then faultline
     writes its report and, after the text, its additions (the crashing
     thread's native frames and the report's path; extras=False leaves them
-    out). The process then dies as it would have.
+    out). The process then dies as it would have. In a preloaded process
+    the library writes faulthandler's text itself (see
+    doc/python-package.md).
 
     c_stack is faulthandler's (3.14+: its C stack after the traceback).
     report_dir: where reports go (default FAULTLINE_DIR, else the current
