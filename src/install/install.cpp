@@ -37,6 +37,7 @@
 #include "core/terminate_record.h"
 #include "core/unwind/unwind.h"
 #include "core/unwind/unwind_with_cfi.h"
+#include "core/write/job_identity.h"
 #include "core/write/report_file.h"
 #include "core/write/torchelastic.h"
 #include "faultline/faultline.h"
@@ -333,6 +334,7 @@ extern "C" int faultline_install(const faultline_options* caller) {
   // already, and even reading one is a page fault at start.
   classify_init(first);
   torchelastic_init(first);
+  job_identity_init(first);
   cfg->write_stderr = opts->write_stderr != 0;  // for open_report_dir's message
   open_report_dir(cfg, opts->report_dir);
   stderr_remember();
