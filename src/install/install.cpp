@@ -34,6 +34,7 @@
 #include "core/python/walker.h"
 #include "core/signal/chain.h"
 #include "core/signal/handler.h"
+#include "core/signal/shutdown.h"
 #include "core/terminate_record.h"
 #include "core/unwind/unwind.h"
 #include "core/unwind/unwind_with_cfi.h"
@@ -340,6 +341,7 @@ extern "C" int faultline_install(const faultline_options* caller) {
   stderr_remember();
   read_scrub_settings(cfg);
   copy_options(cfg, opts);
+  cfg->signals |= shutdown_init(job_identity_present());  // SIGTERM: under torchrun
   int dump_signo = choose_dump_signal(opts);
   cfg->dump_signal = dump_signo;
   g_crash.pid = sys_getpid();
