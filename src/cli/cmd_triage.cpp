@@ -32,6 +32,10 @@ std::string text_output(const report::TriageResult& t) {
                        g.summary.empty() ? "(no diagnosis)" : e(g.summary));
     out += fmt::format("         category {}, {} processes on {} hosts\n",
                        g.category.empty() ? "unknown" : e(g.category), g.pids, g.hosts.size());
+    if (g.jobs) {
+      out += fmt::format("         {} distributed jobs, {} reports (faultline job DIR)\n", g.jobs,
+                         g.paths.size());
+    }
     out += fmt::format("         first {}  last {}\n",
                        g.first_seen.empty() ? "unknown" : e(g.first_seen),
                        g.last_seen.empty() ? "unknown" : e(g.last_seen));
@@ -49,6 +53,7 @@ nlohmann::json json_output(const report::TriageResult& t) {
   for (const report::TriageGroup& g : t.groups) {
     groups.push_back({{"signature", g.signature},
                       {"count", g.count},
+                      {"jobs", g.jobs},
                       {"first_seen", g.first_seen},
                       {"last_seen", g.last_seen},
                       {"representative", g.representative},

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cli/cmd_dump.h"
+#include "cli/cmd_job.h"
 #include "cli/cmd_run.h"
 #include "cli/cmd_show.h"
 #include "cli/cmd_symbolize.h"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   faultline::cli::add_symbolize_command(app, status);
   faultline::cli::add_show_commands(app, status);
   faultline::cli::add_triage_command(app, status);
+  faultline::cli::add_job_command(app, status);
   faultline::cli::add_validate_command(app, status);
   faultline::cli::add_run_command(app, status);
   faultline::cli::add_dump_command(app, status);

@@ -23,8 +23,9 @@ enum class CaptureKind : uint8_t {
   kCrash,      // a fatal signal
   kTerminate,  // abort() from our std::terminate handler: an uncaught C++ exception
   kDump,       // a live dump: the process goes on
+  kShutdown,   // SIGTERM (signal/shutdown.h), reported before it takes its course
 };
-const char* capture_kind_name(CaptureKind k);  // "crash", "terminate", "dump"
+const char* capture_kind_name(CaptureKind k);  // "crash", "terminate", "dump", "shutdown"
 
 // A crash of another thread that arrived while the first one was reported
 // (signal/handler.cpp records it; the report lists it).

@@ -34,9 +34,11 @@
 #include "core/python/walker.h"
 #include "core/signal/chain.h"
 #include "core/signal/handler.h"
+#include "core/signal/shutdown.h"
 #include "core/terminate_record.h"
 #include "core/unwind/unwind.h"
 #include "core/unwind/unwind_with_cfi.h"
+#include "core/write/job_identity.h"
 #include "core/write/report_file.h"
 #include "core/write/torchelastic.h"
 #include "faultline/faultline.h"
@@ -333,11 +335,13 @@ extern "C" int faultline_install(const faultline_options* caller) {
   // already, and even reading one is a page fault at start.
   classify_init(first);
   torchelastic_init(first);
+  job_identity_init(first);
   cfg->write_stderr = opts->write_stderr != 0;  // for open_report_dir's message
   open_report_dir(cfg, opts->report_dir);
   stderr_remember();
   read_scrub_settings(cfg);
   copy_options(cfg, opts);
+  cfg->signals |= shutdown_init(job_identity_present());  // SIGTERM: under torchrun
   int dump_signo = choose_dump_signal(opts);
   cfg->dump_signal = dump_signo;
   g_crash.pid = sys_getpid();

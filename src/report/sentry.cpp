@@ -7,6 +7,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "report/job.h"
 #include "report/render.h"
 #include "report/triage.h"
 
@@ -238,6 +239,7 @@ json sentry_event(const Report& r) {
                {"faultline.signature", signature}};
   if (!r.diagnosis.category.empty()) tags["faultline.category"] = r.diagnosis.category;
   if (!r.signal.name.empty()) tags["signal"] = r.signal.name;
+  add_job_tags(r, tags);  // job.run_id, job.rank, ... under torchrun
   ev["tags"] = tags;
   // Group in Sentry exactly as `faultline triage` groups.
   ev["fingerprint"] = json::array({"faultline", signature});

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/diagnosis/signature.h"
+#include "report/job.h"
 
 namespace faultline::report {
 
@@ -75,6 +76,11 @@ struct Entry {
   std::string category;
   std::string host;
   int64_t pid = -1;
+  // A job's reports are one incident (report/job.h): "<run_id>/<restart>",
+  // or "" outside a job; the job's first own failure represents it.
+  std::string job;
+  bool own_failure = false, peer_loss = false;
+  std::vector<std::string> members;  // the job's other reports
 };
 
 std::string mtime_iso8601(const std::string& path) {
@@ -96,10 +102,42 @@ Entry entry_of(const Report& r) {
   e.category = r.diagnosis.category;
   e.host = r.process.hostname;
   e.pid = r.process.pid.value_or(-1);
+  JobRank j = job_rank_of(r);
+  if (!j.run_id.empty()) e.job = fmt::format("{}/{}", j.run_id, j.restart);
+  e.own_failure = j.fatal;
+  e.peer_loss = j.peer_loss;
   return e;
 }
 
-TriageResult group(std::vector<Entry> entries, std::vector<SkippedFile> skipped) {
+// Each job's reports become one entry: its first own failure (else its
+// earliest report) with the others as members.
+std::vector<Entry> incidents(std::vector<Entry> entries) {
+  std::vector<Entry> out;
+  std::map<std::string, std::vector<Entry>> jobs;
+  for (Entry& e : entries) {
+    if (e.job.empty()) {
+      out.push_back(std::move(e));
+    } else {
+      jobs[e.job].push_back(std::move(e));
+    }
+  }
+  auto key = [](const Entry& e) {
+    return std::make_tuple(!e.own_failure, e.peer_loss, std::cref(e.timestamp), std::cref(e.path));
+  };
+  for (auto& [job, members] : jobs) {
+    auto first = std::min_element(members.begin(), members.end(),
+                                  [&](const Entry& a, const Entry& b) { return key(a) < key(b); });
+    Entry rep = std::move(*first);
+    members.erase(first);
+    for (Entry& m : members) rep.members.push_back(std::move(m.path));
+    out.push_back(std::move(rep));
+  }
+  return out;
+}
+
+TriageResult group(std::vector<Entry> all, std::vector<SkippedFile> skipped) {
+  size_t nreports = all.size();
+  std::vector<Entry> entries = incidents(std::move(all));
   // Earliest first, so that the first entry of a group is its representative.
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return std::tie(a.timestamp, a.path) < std::tie(b.timestamp, b.path);
@@ -118,11 +156,13 @@ TriageResult group(std::vector<Entry> entries, std::vector<SkippedFile> skipped)
     }
     g.last_seen = e.timestamp;
     g.paths.push_back(e.path);
+    g.paths.insert(g.paths.end(), e.members.begin(), e.members.end());
+    if (!e.job.empty()) ++g.jobs;
     if (!e.host.empty()) hosts[e.signature].insert(e.host);
     pids[e.signature].insert({e.host, e.pid});
   }
   TriageResult out;
-  out.reports = entries.size();
+  out.reports = nreports;
   for (auto& [sig, g] : groups) {
     g.hosts.assign(hosts[sig].begin(), hosts[sig].end());
     g.pids = pids[sig].size();
@@ -138,12 +178,6 @@ TriageResult group(std::vector<Entry> entries, std::vector<SkippedFile> skipped)
   return out;
 }
 
-bool looks_like_report_name(const fs::path& p) {
-  std::string name = p.filename().string();
-  return p.extension() == ".json" && !name.empty() && name[0] != '.' &&
-         name.find(".tmp-") == std::string::npos;
-}
-
 }  // namespace
 
 TriageResult triage_reports(const std::vector<Report>& reports) {
@@ -153,83 +187,14 @@ TriageResult triage_reports(const std::vector<Report>& reports) {
 }
 
 TriageResult triage_directory(const std::string& dir, const TriageOptions& options) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    throw ReportError(ReportErrorKind::kIo, fmt::format("{}: not a directory", dir));
-  }
-  std::vector<std::string> files;
   std::vector<SkippedFile> skipped;
-  auto consider = [&](const fs::directory_entry& de) {
-    std::error_code e2;
-    // Links are followed; a dangling one is listed as unreadable rather than
-    // missed, and a FIFO, socket or device with a report's name is listed as
-    // not a file (read_file() refuses it without blocking).
-    if (!de.is_directory(e2) && looks_like_report_name(de.path())) {
-      files.push_back(de.path().string());
-    }
-  };
-  if (options.recursive) {
-    fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec),
-        end;
-    if (ec) throw ReportError(ReportErrorKind::kIo, fmt::format("{}: {}", dir, ec.message()));
-    for (; it != end; it.increment(ec)) {
-      if (ec) {
-        skipped.push_back({it->path().string(), to_string(ReportErrorKind::kIo), ec.message()});
-        ec.clear();
-        continue;
-      }
-      // A subdirectory we may not list: say so instead of silently missing its reports.
-      if (it->is_directory(ec) && ::access(it->path().c_str(), R_OK | X_OK) != 0) {
-        skipped.push_back({it->path().string(), to_string(ReportErrorKind::kIo),
-                           fmt::format("{}: directory not readable", it->path().string())});
-        it.disable_recursion_pending();
-        continue;
-      }
-      consider(*it);
-    }
-  } else {
-    fs::directory_iterator it(dir, ec), end;
-    if (ec) throw ReportError(ReportErrorKind::kIo, fmt::format("{}: {}", dir, ec.message()));
-    for (; it != end; it.increment(ec)) {
-      if (ec) break;
-      consider(*it);
-    }
-  }
-  std::sort(files.begin(), files.end());
-
-  // Reading and parsing dominate; files are independent, so split them
-  // across threads, each filling its own slots.
+  std::vector<std::string> files = list_report_files(dir, options.recursive, &skipped);
   std::vector<Entry> entries(files.size());
-  std::vector<std::optional<SkippedFile>> failures(files.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < files.size(); i = next++) {
-      try {
-        entries[i] = entry_of(load_report(files[i]));
-      } catch (const ReportError& e) {
-        failures[i] = SkippedFile{files[i], to_string(e.kind()), e.what()};
-      } catch (const std::exception& e) {
-        // Out of memory on one huge report, say: that file is skipped, the
-        // triage of the others goes on.
-        failures[i] = SkippedFile{files[i], to_string(ReportErrorKind::kIo),
-                                  fmt::format("{}: cannot read: {}", files[i], e.what())};
-      }
-    }
-  };
-  unsigned jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
-  jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(1, files.size() / 16)));
-  std::vector<std::thread> pool;
-  for (unsigned i = 1; i < jobs; ++i) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-
+  std::vector<bool> used = load_reports(
+      files, options.jobs, [&](size_t i, const Report& r) { entries[i] = entry_of(r); }, &skipped);
   std::vector<Entry> good;
   for (size_t i = 0; i < files.size(); ++i) {
-    if (failures[i]) {
-      skipped.push_back(*failures[i]);
-    } else {
-      good.push_back(std::move(entries[i]));
-    }
+    if (used[i]) good.push_back(std::move(entries[i]));
   }
   return group(std::move(good), std::move(skipped));
 }

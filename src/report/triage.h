@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "report/report.h"
+#include "report/report_dir.h"
 
 namespace faultline::report {
 
@@ -22,9 +23,13 @@ std::string compute_signature(const Report& r);
 // diagnosis.signature when the report has one, else compute_signature().
 std::string report_signature(const Report& r);
 
+// A group counts incidents: one per report, except that the reports of one
+// distributed job (report/job.h: same job.run_id and restart) are one
+// incident, represented by the job's first own failure.
 struct TriageGroup {
   std::string signature;
-  size_t count = 0;
+  size_t count = 0;            // incidents
+  size_t jobs = 0;             // of which distributed jobs
   std::string first_seen;      // earliest timestamp (ISO 8601)
   std::string last_seen;       // latest timestamp
   std::string representative;  // path of the earliest report
@@ -32,13 +37,7 @@ struct TriageGroup {
   std::string category;
   std::vector<std::string> hosts;  // distinct host names, sorted
   size_t pids = 0;                 // distinct (host, pid) pairs
-  std::vector<std::string> paths;  // every report of the group, earliest first
-};
-
-struct SkippedFile {
-  std::string path;
-  std::string reason;  // "unreadable", "empty", "truncated", ...
-  std::string message;
+  std::vector<std::string> paths;  // every report of the group, by incident, earliest first
 };
 
 struct TriageResult {

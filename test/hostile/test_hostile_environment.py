@@ -203,7 +203,7 @@ def test_setuid_program_ignores_the_callers_settings(tmp_path):
     work = tmp_path / "work"
     work.mkdir(mode=0o777)
     env = clean_env(FAULTLINE_DIR=str(protected), TORCHELASTIC_ERROR_FILE=str(victim),
-                    FAULTLINE_STDERR="1")
+                    FAULTLINE_STDERR="1", TORCHELASTIC_RUN_ID="caller-chosen", RANK="0")
     p = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", str(exe)],
                        env=env, cwd=str(work), capture_output=True, timeout=60)
     assert p.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), p.stderr
@@ -211,6 +211,9 @@ def test_setuid_program_ignores_the_callers_settings(tmp_path):
     assert os.listdir(protected) == ["victim"]
     # The defaults apply: the report is in the working directory.
     assert len(reports(work)) == 1, p.stderr
+    # Nor does the caller write a job into the report (secure_getenv).
+    with open(reports(work)[0]) as f:
+        assert "job" not in json.load(f)
 
 
 

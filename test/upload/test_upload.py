@@ -211,3 +211,27 @@ def test_run_upload_sends_the_crash_report(server):
         assert len(dump) == report["faultline"]["minidump_bytes"]
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_job_fields_become_tags(server, tmp_path):
+    """A torchrun rank's report: its job object as Sentry tags (group and
+    filter a fleet's events by job and rank); none without a job."""
+    with open(os.path.join(DATA, "real-native-segv.json")) as f:
+        report = json.load(f)
+    plain = tmp_path / "faultline-plain.json"
+    plain.write_text(json.dumps(report))
+    report["job"] = {"launcher": "torchrun", "run_id": "run-7", "rank": 2, "local_rank": 2,
+                     "world_size": 4, "group_rank": 0, "restart_count": 1, "host": "node3",
+                     "master_addr": "10.0.0.1", "master_port": 29500}
+    ranked = tmp_path / "faultline-ranked.json"
+    ranked.write_text(json.dumps(report))
+    p = upload("--dsn", server.dsn, str(plain), str(ranked))
+    assert p.returncode == 0, p.stderr
+    tags = {}
+    for env in server.envelopes:
+        (h, _), = env.of_type("attachment", "event.attachment")
+        tags[h["filename"]] = env.event["tags"]
+    assert not any(k.startswith("job.") for k in tags["faultline-plain.json"])
+    assert {k: v for k, v in tags["faultline-ranked.json"].items() if k.startswith("job.")} == {
+        "job.run_id": "run-7", "job.rank": "2", "job.local_rank": "2", "job.world_size": "4",
+        "job.group_rank": "0", "job.restart_count": "1", "job.host": "node3"}

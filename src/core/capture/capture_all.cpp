@@ -108,6 +108,8 @@ const char* capture_kind_name(CaptureKind k) {
       return "terminate";
     case CaptureKind::kDump:
       return "dump";
+    case CaptureKind::kShutdown:
+      return "shutdown";
     case CaptureKind::kCrash:
       break;
   }

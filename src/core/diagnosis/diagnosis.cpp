@@ -191,6 +191,7 @@ void diagnose(Capture* c) {
   c->category = crash_category(c->signo, c->info.si_code,
                                reinterpret_cast<uintptr_t>(c->info.si_addr), sp, pc);
   if (c->kind == CaptureKind::kTerminate) c->category = "uncaught-exception";
+  if (c->kind == CaptureKind::kShutdown) c->category = "shutdown";
   write_summary(c, t, crash_site(*c, t));
   write_signature(c, t);
 }

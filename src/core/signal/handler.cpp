@@ -31,6 +31,7 @@
 #include "core/signal/chain.h"
 #include "core/signal/chain_call.h"
 #include "core/signal/crash_stack.h"
+#include "core/signal/shutdown.h"
 #include "core/signal/watchdog.h"
 #include "core/terminate_record.h"
 #include "core/write/report_file.h"
@@ -92,8 +93,10 @@ void crash_work(void* arg) {
   c->terminate = terminating ? &g_terminate : nullptr;
   c->secondary = g_secondary;
   c->nsecondary = &g_nsecondary;
-  capture_all(c, terminating ? CaptureKind::kTerminate : CaptureKind::kCrash, w->signo, w->info,
-              w->ucv);
+  CaptureKind kind = terminating             ? CaptureKind::kTerminate
+                     : is_shutdown(w->signo) ? CaptureKind::kShutdown
+                                             : CaptureKind::kCrash;
+  capture_all(c, kind, w->signo, w->info, w->ucv);
   // The file first: stderr may be a dead or full pipe.
   Writer nobody = Writer::kNobody;
   if (!g_handler.writer.compare_exchange_strong(nobody, Writer::kOwner,
@@ -109,10 +112,13 @@ void crash_work(void* arg) {
     return;
   }
   w->written = write_report(*c, /*announce=*/false);
-  // torchrun's agent reads this file to name the root cause.
+  // torchrun's agent reads this file to name the root cause (which a rank
+  // it stopped is not).
   set_phase(Phase::kTorchelastic);
-  write_torchelastic_error_file(*c, cfg.dir,
-                                w->written ? path_basename(last_report_path()) : nullptr);
+  if (kind != CaptureKind::kShutdown) {
+    write_torchelastic_error_file(*c, cfg.dir,
+                                  w->written ? path_basename(last_report_path()) : nullptr);
+  }
   // stderr last: it may be a pipe nobody reads (writes to it are bounded).
   if (cfg.write_stderr) {
     set_phase(Phase::kStderrSummary);
@@ -182,6 +188,10 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
     // A vfork child (it shares our memory, and fork handlers did not run)
     // or a raw clone: touch nothing, die as without faultline.
     die_with_default(signo);
+  }
+  if (shutdown_ignored(signo)) {
+    errno = saved_errno;  // the program ignores it: so does faultline
+    return;
   }
   pid_t self = sys_gettid();
   bool from_kernel = !signal_sent_by_process(info->si_code);

@@ -13,6 +13,7 @@
 #include "core/crash_state.h"
 #include "core/diagnosis/diagnosis.h"
 #include "core/modules/modules.h"
+#include "core/write/job_identity.h"
 #include "core/write/json_writer.h"
 #include "core/write/report_threads.h"
 #include "core/write/scrub.h"
@@ -305,6 +306,7 @@ bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err) {
   w.field_str("signature", c.signature);
   w.end_object();
 
+  write_job(w);  // under torchrun only
   write_process(w, c, cfg);
   write_python(w, c);
   write_crashed_tid(w, c);

@@ -1,0 +1,43 @@
+// Shutdown reports: SIGTERM, reported as kind "shutdown" before it takes
+// its normal course (the program's own handler, else the default action).
+// On under torchrun, which stops a job's surviving ranks with SIGTERM when
+// one fails, so that each leaves the stacks it was stopped in;
+// FAULTLINE_SHUTDOWN_REPORTS=1 turns it on for other launchers, =0 off.
+//
+// Not SIGINT: CPython installs its KeyboardInterrupt handler only over the
+// default disposition, so with faultline's handler there first a program's
+// `except KeyboardInterrupt` cleanup would never run.
+//
+// Use:
+//   cfg->signals |= shutdown_init(job_identity_present());  // install time
+//   if (is_shutdown(signo)) ...                              // crash time
+#pragma once
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+namespace faultline::core {
+
+// Install time: remembers which signals are shutdown signals (0: none).
+void shutdown_set(uint64_t mask);
+
+// Install time: the signals to add to the handled set. Inline so that
+// getenv is compiled into the install-time caller, never into the crash
+// path. secure_getenv: a setuid program's caller does not turn it on.
+inline uint64_t shutdown_init(bool in_job) {
+  const char* v = secure_getenv("FAULTLINE_SHUTDOWN_REPORTS");
+  bool on = v && *v ? !(v[0] == '0' && v[1] == '\0') : in_job;
+  uint64_t mask = on ? 1ull << SIGTERM : 0;
+  shutdown_set(mask);
+  return mask;
+}
+
+// Crash time: a shutdown signal, whoever sent it (a launcher, a terminal).
+bool is_shutdown(int signo);
+
+// Crash time: the program ignores this shutdown signal (SIG_IGN behind
+// faultline's handler): it is ignored as without faultline, no report.
+bool shutdown_ignored(int signo);
+
+}  // namespace faultline::core
