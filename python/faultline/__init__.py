@@ -463,6 +463,14 @@ def register(signum, file=None, all_threads=True, chain=False):
     if chain:
         raise ValueError("faultline.register(): chain=True is not supported")
     _ensure_enabled(file)
+    thread_signal = _current_options().thread_signal
+    if thread_signal > 0 and signo == thread_signal:
+        # Taken as a thread's answer to a stack request, never as a dump:
+        # registered, it would do nothing at all.
+        raise ValueError(
+            f"signal {signo} is faultline's thread-stack signal (FAULTLINE_THREAD_SIGNAL) and "
+            "cannot be the dump signal; register another signal, or move the thread-stack "
+            "signal with FAULTLINE_THREAD_SIGNAL")
     _registered = signo
     _reinstall_dump(signo, _timer_exit)
 
