@@ -61,6 +61,10 @@ struct WatchdogState {
   // the second stage's timer goes to it, and it pokes itself should the
   // first stage never reach the owner (0: none).
   std::atomic<pid_t> stand_in{0};
+  // The thread the first expiry goes to: one the kernel could have given a
+  // process-directed alarm, less any that blocks SIGALRM or waits for it in
+  // sigwait(); the owner when there is none.
+  std::atomic<pid_t> watch{0};
   int timer_id = -1;  // the kernel's POSIX timer (-1: none)
 };
 

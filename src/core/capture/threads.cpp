@@ -132,7 +132,8 @@ void stay_held(bool roomy) {
   bool stand_in =
       roomy && wd.active.load(std::memory_order_acquire) && wd.seconds > 0 &&
       wd.stand_in.compare_exchange_strong(none, self = sys_gettid(), std::memory_order_acq_rel);
-  if (stand_in) {
+  // The watching thread too, should it be held: the first expiry is its.
+  if (stand_in || wd.watch.load(std::memory_order_acquire) == sys_gettid()) {
     sigset_t alrm;
     sigemptyset(&alrm);
     sigaddset(&alrm, SIGALRM);

@@ -1,5 +1,6 @@
 #include "core/signal/watchdog.h"
 
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
@@ -12,8 +13,10 @@
 #include "core/base/recover.h"
 #include "core/base/safe_read.h"
 #include "core/base/sigaction_real.h"
+#include "core/base/str.h"
 #include "core/base/sys.h"
 #include "core/capture.h"
+#include "core/capture/task_files.h"
 #include "core/crash_state.h"
 #include "core/diagnosis/diagnosis.h"
 #include "core/handler_state.h"
@@ -55,10 +58,28 @@ void set_timer(unsigned seconds, pid_t tid) {
 }
 
 // The thread the second stage goes to: a held thread standing in, else the
-// owner.
+// watching thread (the owner when there is none).
 pid_t second_stage_thread() {
   pid_t s = wd().stand_in.load(std::memory_order_acquire);
-  return s ? s : wd().owner.load(std::memory_order_acquire);
+  return s ? s : wd().watch.load(std::memory_order_acquire);
+}
+
+// A thread other than the owner that takes SIGALRM (the owner may block
+// every signal: libunwind does, around the loader's lock), never one that
+// would take it as its own in sigwait(); the owner when none does.
+pid_t pick_watch_thread(pid_t owner) {
+  int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return owner;
+  pid_t found = 0;
+  for_each_dir_entry(dir, [&](const char* name) {
+    int64_t tid = 0;
+    if (!parse_int(name, &tid) || tid <= 0 || tid == owner) return false;
+    if (blocks_signal(static_cast<pid_t>(tid), SIGALRM)) return false;
+    found = static_cast<pid_t>(tid);
+    return true;
+  });
+  close(dir);
+  return found ? found : owner;
 }
 
 // What one capture's watchdog has done so far, cleared when it is armed
@@ -221,7 +242,8 @@ void arm_watchdog(int seconds) {
   wd().program_timer = {};
   syscall(SYS_setitimer, ITIMER_REAL, &none, &wd().program_timer);
   wd().armed_ns = monotonic_ns();
-  set_timer(static_cast<unsigned>(seconds), sys_gettid());
+  wd().watch.store(pick_watch_thread(sys_gettid()), std::memory_order_release);
+  set_timer(static_cast<unsigned>(seconds), wd().watch.load(std::memory_order_acquire));
 }
 
 void disarm_watchdog(int seconds) {
