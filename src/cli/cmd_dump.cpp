@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -98,13 +99,34 @@ std::string target_report_dir(int pid) {
   return absolute_dir(env_dir ? env_dir : ".");
 }
 
-bool has_faultline_loaded(int pid) {
-  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
-  std::string line;
-  while (std::getline(maps, line)) {
-    if (line.find("libfaultline") != std::string::npos) return true;
+// What /proc/PID/maps says of faultline in process `pid`.
+struct MapsView {
+  int error = 0;  // errno when the file could not be read (0: read)
+  bool library = false;
+  std::set<int> dump_signals;  // marks "/memfd:faultline dump signal N"
+};
+
+MapsView read_maps(int pid) {
+  MapsView v;
+  std::string path = fmt::format("/proc/{}/maps", pid);
+  std::FILE* f = std::fopen(path.c_str(), "re");
+  if (!f) {
+    v.error = errno;
+    return v;
   }
-  return false;
+  static const std::string kMark = "/memfd:faultline dump signal ";
+  char buf[4096];
+  std::string line;
+  while (std::fgets(buf, sizeof buf, f)) {
+    line = buf;
+    if (line.find("libfaultline") != std::string::npos) v.library = true;
+    size_t at = line.find(kMark);
+    if (at != std::string::npos) v.dump_signals.insert(std::atoi(line.c_str() + at + kMark.size()));
+  }
+  // Another user's process: the open may succeed and the read fail.
+  if (std::ferror(f)) v.error = errno ? errno : EIO;
+  std::fclose(f);
+  return v;
 }
 
 // Whether process `pid` has a handler for `sig` (SigCgt of /proc/PID/status);
@@ -138,9 +160,20 @@ int dump_process(const DumpArgs& a) {
     return kExitFailed;
   }
   // Without faultline's handler most signals (SIGUSR2 included) terminate the
-  // process: never send one blindly. The library being mapped is not enough;
-  // the signal must be caught.
-  if (!a.force && !has_faultline_loaded(a.pid)) {
+  // process, and a program's own handler may shut it down: never send one
+  // that faultline did not install. The library publishes a mark while its
+  // handler of the dump signal is installed.
+  MapsView maps = read_maps(a.pid);
+  if (!a.force && maps.error) {
+    fmt::print(stderr,
+               "faultline: cannot read /proc/{}/maps: {}; permission to look into process {} "
+               "was refused (another user's process, or ptrace access restricted), so whether "
+               "faultline handles {} there cannot be told. Run `faultline dump` as the job's "
+               "user or as root; --force signals it without looking\n",
+               a.pid, std::strerror(maps.error), a.pid, signal_name(sig));
+    return kExitFailed;
+  }
+  if (!a.force && !maps.library) {
     fmt::print(stderr,
                "faultline: process {} has not loaded libfaultline.so, and {} would likely kill "
                "it; start it with `faultline run`, or pass --force\n",
@@ -153,6 +186,18 @@ int dump_process(const DumpArgs& a) {
                "with FAULTLINE_DUMP=1 (or FAULTLINE_DUMP_SIGNAL, or under `faultline run`), or "
                "pass --force\n",
                a.pid, signal_name(sig));
+    return kExitFailed;
+  }
+  if (!a.force && !maps.dump_signals.count(sig)) {
+    std::string where;
+    for (int other : maps.dump_signals) where += fmt::format(" {}", signal_name(other));
+    fmt::print(stderr,
+               "faultline: process {} handles {}, but not with faultline's dump handler (its "
+               "own program's handler may shut it down){}; start it with FAULTLINE_DUMP=1 (or "
+               "FAULTLINE_DUMP_SIGNAL, or under `faultline run`), or pass --force\n",
+               a.pid, signal_name(sig),
+               where.empty() ? std::string()
+                             : fmt::format("; faultline's dump signal there is{} (-s)", where));
     return kExitFailed;
   }
   std::string dir = a.dir.empty() ? target_report_dir(a.pid) : absolute_dir(a.dir);

@@ -56,6 +56,16 @@ struct WatchdogState {
   // for a process that goes on.
   struct itimerval program_timer {};
   uint64_t armed_ns = 0;
+  int seconds = 0;  // as armed
+  // A thread held at the crash (threads.h) that stands in for the owner:
+  // the second stage's timer goes to it, and it pokes itself should the
+  // first stage never reach the owner (0: none).
+  std::atomic<pid_t> stand_in{0};
+  // The thread the first expiry goes to: one the kernel could have given a
+  // process-directed alarm, less any that blocks SIGALRM or waits for it in
+  // sigwait(); the owner when there is none.
+  std::atomic<pid_t> watch{0};
+  int timer_id = -1;  // the kernel's POSIX timer (-1: none)
 };
 
 struct HandlerState {

@@ -1,7 +1,10 @@
 #include "install/dump_signal.h"
 
 #include <signal.h>
+#include <stdio.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/base/sigaction_real.h"
 #include "core/signal/handler.h"
@@ -14,18 +17,51 @@ bool g_dump_timer_armed = false;
 struct sigaction g_previous_dump;
 int g_dump_signo = 0;
 
+// The mark `faultline dump` looks for before it sends a signal: a page of
+// a memfd named "faultline dump signal N", which /proc/PID/maps shows as
+// "/memfd:faultline dump signal N (deleted)" while faultline's handler of N
+// is installed. SigCgt cannot tell faultline's handler from the program's
+// own (a graceful shutdown on SIGUSR2). A memfd, not a named anonymous
+// mapping: kernels without CONFIG_ANON_VMA_NAME refuse those. Its
+// descriptor is closed at once: only the mapping stays.
+void* g_marker = nullptr;
+
+void publish_marker(int signo) {
+  if (g_marker) munmap(g_marker, 4096);
+  g_marker = nullptr;
+  if (signo <= 0) return;
+  char name[48];
+  snprintf(name, sizeof name, "faultline dump signal %d", signo);
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return;
+  void* page =
+      ftruncate(fd, 4096) == 0 ? mmap(nullptr, 4096, PROT_NONE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  close(fd);
+  if (page != MAP_FAILED) g_marker = page;
+}
+
 }  // namespace
+
+void dump_signal_taken_over(int signo) {
+  if (signo <= 0 || signo != g_dump_signo) return;
+  g_dump_signo = 0;  // the program's now: never put back over it
+  publish_marker(0);
+}
 
 void install_dump_signal(int signo) {
   if (g_dump_signo == signo) return;
   if (g_dump_signo > 0) real_sigaction(g_dump_signo, &g_previous_dump, nullptr);
   g_dump_signo = 0;
-  if (signo <= 0) return;
+  if (signo <= 0) {
+    publish_marker(0);
+    return;
+  }
   struct sigaction sa = {};
   sa.sa_sigaction = dump_signal_handler;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
   if (real_sigaction(signo, &sa, &g_previous_dump) == 0) g_dump_signo = signo;
+  publish_marker(g_dump_signo);
 }
 
 void arm_dump_timer(int seconds, int signo) {

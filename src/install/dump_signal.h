@@ -13,6 +13,11 @@ void install_dump_signal(int signo);
 // replacing the timer a previous install armed.
 void arm_dump_timer(int seconds, int signo);
 
+// The program installed its own disposition for `signo` (through the
+// sigaction() interposer): if it is the dump signal, faultline's mark for
+// `faultline dump` goes, and the signal is the program's.
+void dump_signal_taken_over(int signo);
+
 // The dump signal installed now; 0 when there is none.
 int installed_dump_signal();
 

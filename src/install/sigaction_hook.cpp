@@ -16,6 +16,7 @@
 #include "core/crash_state.h"
 #include "core/signal/chain.h"
 #include "core/signal/chain_call.h"
+#include "install/dump_signal.h"
 
 namespace faultline::core {
 
@@ -80,7 +81,11 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
     if (old) *old = previous;
     return 0;
   }
-  if (!ours(signo)) return real(signo, act, old);
+  if (!ours(signo)) {
+    int rc = real(signo, act, old);
+    if (rc == 0 && act) dump_signal_taken_over(signo);
+    return rc;
+  }
   if (act && !(act->sa_flags & SA_SIGINFO) &&
       (act->sa_handler == SIG_DFL || act->sa_handler == SIG_IGN)) {
     // signal(sig, SIG_DFL); raise(sig): the program means to die (or to

@@ -75,7 +75,19 @@ def test_stack_overflow_in_a_worker_thread():
 
 
 def test_thread_with_all_signals_blocked_is_listed_not_captured():
-    r = fltest.run([THREADS, "blocked"], env={"FAULTLINE_THREAD_TIMEOUT_MS": "200"})
+    # Not sent the request at all (it would stay pending for a sigwait()
+    # to take): listed with the reason, at once.
+    r = fltest.run([THREADS, "blocked"], env={"FAULTLINE_THREAD_TIMEOUT_MS": "60000"})
+    assert r.returncode == -signal.SIGSEGV
+    rep = fltest.validate(r.report)
+    [t] = others(rep)
+    assert t["captured"] is False and t["frames"] == []
+    assert "blocks the thread-dump signal" in t["note"], t["note"]
+    assert t["state"] in ("S", "D", "R")
+
+
+def test_thread_that_never_answers_is_listed_not_captured():
+    r = fltest.run([THREADS, "unanswering"], env={"FAULTLINE_THREAD_TIMEOUT_MS": "200"})
     assert r.returncode == -signal.SIGSEGV
     rep = fltest.validate(r.report)
     [t] = others(rep)
@@ -375,11 +387,11 @@ def test_watchdog_cuts_a_hung_phase_short_and_still_reports():
 
 def test_watchdog_cuts_the_wait_for_a_thread_that_never_answers():
     # A thread timeout past the watchdog's: the first stage jumps out of the
-    # wait for the thread that blocks every signal, and the answers so far
+    # wait for the thread that never answers, and the answers so far
     # are kept. The frames are still named and classified after it (they
     # were skipped: bare addresses, and a crash signature of its own), and
     # the cut is said to be the watchdog's, not a fault's.
-    r = fltest.run([THREADS, "blocked"],
+    r = fltest.run([THREADS, "unanswering"],
                    env={"FAULTLINE_WATCHDOG": "1", "FAULTLINE_THREAD_TIMEOUT_MS": "60000"},
                    timeout=40)
     assert r.returncode == -signal.SIGSEGV
@@ -399,13 +411,12 @@ def test_symbols_past_the_grace_period_are_cut_and_the_report_still_written(tmp_
     # After the first stage the symbols still run; reading the symbol
     # tables slowly (every pread made 0.3 s longer by strace: a cold cache,
     # a slow network filesystem) takes them past the grace period, and the
-    # second stage lands on the owner (the other thread blocks every
-    # signal). The owner gave up there with no report at all; it now leaves
+    # second stage lands on the owner (the other thread never answers). The owner gave up there with no report at all; it now leaves
     # the phase and writes the report.
     env = dict(os.environ, LD_PRELOAD=fltest.LIB, FAULTLINE_DIR=str(tmp_path),
                FAULTLINE_WATCHDOG="1", FAULTLINE_THREAD_TIMEOUT_MS="60000")
     r = subprocess.run(["strace", "-f", "-o", "/dev/null", "-e", "trace=pread64",
-                        "-e", "inject=pread64:delay_exit=300000", THREADS, "blocked"],
+                        "-e", "inject=pread64:delay_exit=300000", THREADS, "unanswering"],
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == -signal.SIGSEGV or r.returncode == 128 + signal.SIGSEGV, r.stderr
     assert 'capture phase "symbols" ran past the grace period' in r.stderr, r.stderr

@@ -1,7 +1,8 @@
 /* Multi-threaded crash scenarios for the hostile-conditions tests.
  *   threads MODE [N]
  * Modes: many N (N waiting threads, main crashes), worker-overflow,
- * blocked (a thread with every signal blocked), simultaneous N (N threads
+ * blocked (a thread with every signal blocked), unanswering (a thread
+ * that never takes a signal: it waits for a vfork child), simultaneous N (N threads
  * crash at once), malloc-busy (a thread hammers malloc while main crashes),
  * double-free (abort inside free), fd-exhaust, fork-child, exec ARGS...,
  * dump-wait N (threads wait; the test sends dump signals; exits 0 on stdin EOF). */
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -73,6 +75,23 @@ static void* blocked_thread(void* arg) {
   pthread_sigmask(SIG_BLOCK, &all, NULL);
   pthread_barrier_wait(&g_barrier);
   wait_forever_in_sleep();
+  return NULL;
+}
+
+/* A thread that never answers a signal: it waits for a vfork child (a
+ * killable wait, which only a fatal signal ends) that waits for it to die.
+ * SIGALRM blocked, so an alarm is never given to it. */
+static void* unanswering_thread(void* arg) {
+  (void)arg;
+  sigset_t alrm;
+  sigemptyset(&alrm);
+  sigaddset(&alrm, SIGALRM);
+  pthread_sigmask(SIG_BLOCK, &alrm, NULL);
+  pthread_barrier_wait(&g_barrier);
+  if (vfork() == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    for (;;) pause();
+  }
   return NULL;
 }
 
@@ -151,8 +170,8 @@ int main(int argc, char** argv) {
     pthread_t t;
     pthread_create(&t, NULL, overflow_thread, NULL);
     pthread_join(t, NULL);
-  } else if (!strcmp(mode, "blocked")) {
-    start_threads(1, blocked_thread);
+  } else if (!strcmp(mode, "blocked") || !strcmp(mode, "unanswering")) {
+    start_threads(1, strcmp(mode, "blocked") ? unanswering_thread : blocked_thread);
     pthread_barrier_wait(&g_barrier);
     usleep(20000);
     crash_now();
@@ -280,9 +299,9 @@ int main(int argc, char** argv) {
     return 0;
   } else if (!strcmp(mode, "abrt-during-dump")) {
     /* A supervisor's kill -ABRT arrives while the main thread is taking a
-     * live dump (slow: a thread with every signal blocked never answers).
-     * The process must still die by SIGABRT. */
-    start_threads(1, blocked_thread);
+     * live dump (slow: a thread never answers). The process must still die
+     * by SIGABRT. */
+    start_threads(1, unanswering_thread);
     pthread_barrier_wait(&g_barrier);
     if (fork() == 0) {
       usleep(300000);

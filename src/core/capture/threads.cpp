@@ -18,6 +18,7 @@
 #include "core/base/str.h"
 #include "core/base/sys.h"
 #include "core/capture/altstacks.h"
+#include "core/capture/task_files.h"
 #include "core/capture/thread_signal.h"
 #include "core/crash_state.h"
 #include "core/handler_state.h"
@@ -114,6 +115,45 @@ void answer() {
   if (now >= g_expected.load(std::memory_order_seq_cst)) futex_wake(&g_answered);
 }
 
+// 1 while a crash holds its answering threads (threads_hold_answers); a
+// futex word. Bounded all the same: past the watchdog's both stages the
+// process would have ended, so an owner still running is lost.
+std::atomic<int> g_hold{0};
+constexpr int kMaxHoldSeconds = 120;
+
+// Keeps this thread in faultline's handler while the crash is held. The
+// first thread held on a roomy stack stands in for the watchdog
+// (handler_state.h): SIGALRM open to it, and it pokes itself should the
+// first stage not have fired by its time (the owner stuck where no signal
+// reaches it).
+void stay_held(bool roomy) {
+  WatchdogState& wd = g_handler.watchdog;
+  pid_t self = 0, none = 0;
+  bool stand_in =
+      roomy && wd.active.load(std::memory_order_acquire) && wd.seconds > 0 &&
+      wd.stand_in.compare_exchange_strong(none, self = sys_gettid(), std::memory_order_acq_rel);
+  // The watching thread too, should it be held: the first expiry is its.
+  if (stand_in || wd.watch.load(std::memory_order_acquire) == sys_gettid()) {
+    sigset_t alrm;
+    sigemptyset(&alrm);
+    sigaddset(&alrm, SIGALRM);
+    sigprocmask(SIG_UNBLOCK, &alrm, nullptr);
+  }
+  const uint64_t poke_at =
+      wd.armed_ns + (static_cast<uint64_t>(wd.seconds) + 1) * 1000 * 1000 * 1000;
+  bool poked = false;
+  for (int waited_ms = 0; g_hold.load(std::memory_order_acquire) == 1; waited_ms += 250) {
+    if (waited_ms > kMaxHoldSeconds * 1000) break;
+    futex_wait(&g_hold, 1, 250);
+    if (stand_in && !poked && wd.active.load(std::memory_order_acquire) &&
+        wd.stage.load(std::memory_order_acquire) == WatchdogStage::kArmed &&
+        monotonic_ns() >= poke_at) {
+      poked = true;
+      syscall(SYS_tgkill, sys_getpid(), self, SIGALRM);
+    }
+  }
+}
+
 constexpr int kMaxRequests = 1024;
 Request g_requests[kMaxRequests];
 volatile int g_nrequests = 0;
@@ -141,6 +181,18 @@ void ask(int i) {
   // request is gone (narrows the window; a late signal finds nothing to do).
   if (!g_active.load(std::memory_order_acquire)) return;
   pid_t tid = r.tid;
+  if (blocks_signal(tid, thread_signal_number())) {
+    // A thread collecting signals with sigwait() (every asynchronous one
+    // blocked) would take the request as its own: the program shuts down,
+    // or acts on signal 61. Never sent; listed without its stack.
+    if (move(r.state, RequestState::kRequested, RequestState::kGone)) {
+      r.slot->note =
+          "not asked for its stack: it blocks the thread-dump signal (a sigwait() thread, or "
+          "every signal blocked), and would have taken the request as its own signal";
+      answer();
+    }
+    return;
+  }
   altstack_prefault(tid, kAltStackPrefaultBytes);
   if (syscall(SYS_tgkill, g_ask_pid, tid, thread_signal_number()) == 0) return;
   // Not asked: counted as answered at once, so the owner does not wait for
@@ -215,6 +267,8 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
   }
   pid_t self = sys_gettid();
   bool parked = false;
+  bool held = false;   // this answer belongs to a crash's capture
+  bool roomy = false;  // it unwound itself: its stack has room
   int n = g_nrequests;
   for (int i = 0; i < n && i < kMaxRequests; ++i) {
     Request& r = g_requests[i];
@@ -228,6 +282,7 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
       if (move(r.state, RequestState::kClaimed, RequestState::kRequested)) ask(i);
       continue;
     }
+    held = g_hold.load(std::memory_order_acquire) == 1;
     ask_next();                                    // keep the other CPUs busy: pass the asking on
     ThreadState* found = thread_state_find(self);  // never claims: a parked thread needs none
     const ucontext_t* secondary = found ? found->secondary_uc : nullptr;
@@ -238,6 +293,7 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     if (secondary) r.slot->note = "this thread crashed too, after the first crash";
     const stack_t& running_on = static_cast<const ucontext_t*>(ucv)->uc_stack;
     if (stack_is_roomy(running_on)) {
+      roomy = true;
       // Unwind ourselves, here: another thread may hold the loader's lock
       // that libunwind takes, and it can only let go if it is not parked.
       // Its recovery point: this thread's entry, claimed if it has none.
@@ -266,6 +322,9 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
     break;
   }
   if (!parked) g_inflight.fetch_sub(1, std::memory_order_acq_rel);
+  // Out of flight first: a capture after a recovered crash must not wait
+  // for a thread that is only held.
+  if (held) stay_held(roomy);
   errno = saved;
 }
 
@@ -289,32 +348,6 @@ __attribute__((noinline)) int list_threads(int dir, pid_t self, ThreadCapture* t
   return count;
 }
 
-// Reads /proc/self/task/<tid>/<file> into out; returns bytes read or -1.
-long read_task_file(pid_t tid, const char* file, char* out, size_t cap) {
-  char path[64];
-  StrBuf p(path, sizeof path);
-  p.add("/proc/self/task/").add_dec(tid).add("/").add(file);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  long n = read(fd, out, cap - 1);
-  close(fd);
-  if (n < 0) return -1;
-  out[n] = '\0';
-  return n;
-}
-
-// The state letter from /proc/self/task/<tid>/stat ("R", "S", "D", ...).
-char read_thread_state(pid_t tid) {
-  char buf[512];
-  if (read_task_file(tid, "stat", buf, sizeof buf) <= 0) return 0;
-  // "tid (comm) S ..." where comm may contain spaces and parentheses.
-  const char* close_paren = nullptr;
-  for (const char* p = buf; *p; ++p) {
-    if (*p == ')') close_paren = p;
-  }
-  return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
-}
-
 }  // namespace
 
 void read_thread_name(pid_t tid, char* out, size_t cap) {
@@ -328,6 +361,14 @@ void read_thread_name(pid_t tid, char* out, size_t cap) {
 
 void note_secondary_crash(const ucontext_t* uc) {
   if (ThreadState* ts = thread_state()) ts->secondary_uc = uc;
+}
+
+void threads_hold_answers() {
+  g_hold.store(1, std::memory_order_release);
+}
+
+void threads_release_held() {
+  if (g_hold.exchange(0, std::memory_order_acq_rel) == 1) futex_wake(&g_hold);
 }
 
 void threads_abort_capture() {
@@ -355,6 +396,7 @@ FAULTLINE_START_TEXT void threads_reset_after_fork() {
     g_next_ask.store(kMaxRequests, std::memory_order_relaxed);
   }
   if (g_asked_count != 1) g_asked_count = 1;  // .data too
+  if (g_hold.load(std::memory_order_relaxed) != 0) g_hold.store(0, std::memory_order_relaxed);
   thread_signal_reset_after_fork();
 }
 

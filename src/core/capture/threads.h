@@ -54,6 +54,17 @@ void note_secondary_crash(const ucontext_t* uc);
 // Ends an interrupted capture (the watchdog jumped out of it): withdraws
 // open requests and lets parked threads go. Idempotent.
 void threads_abort_capture();
+// At a crash the process is about to end, and nothing of the program may run
+// before it does: a thread that answered and went back would find its
+// interrupted poll(), epoll_wait(), select() or nanosleep() failing with
+// EINTR (never restarted after a handler, SA_RESTART or not), and could act
+// on it (exit 0, a fatal error) before the report is out. Held, answering
+// threads stay in faultline's handler until the process ends, or until
+// threads_release_held() when it goes on (the program's handler recovered).
+// Not for a live dump: the process goes on at once.
+void threads_hold_answers();
+void threads_release_held();
+
 // In a fork child: no capture is in progress there.
 void threads_reset_after_fork();
 

@@ -33,6 +33,7 @@
 #include "core/base/str.h"
 #include "core/base/sys.h"
 #include "core/base/thread_state.h"
+#include "core/capture/threads.h"
 #include "core/crash_state.h"
 #include "core/handler_state.h"
 #include "core/signal/chain.h"
@@ -348,6 +349,9 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
   }
   Outcome outcome = call(st, signo, info, ucv, own, st != &unlisted, &pending);
   apply_deferred(st, signo);
+  // The other threads stayed held while the program's handler decided; the
+  // process goes on unless it meant to die.
+  if (outcome != Outcome::kFatal) threads_release_held();
   if (outcome == Outcome::kRecovered) withdraw(written);
   if (outcome == Outcome::kUnchanged) {
     // Retried; if it faults again the same way, no second report.

@@ -86,6 +86,9 @@ void crash_work(void* arg) {
     raw_log("faultline: no crash arena; no report\n");
     return;
   }
+  // The process is about to end: threads that answer stay parked in
+  // faultline's handler until it does (threads.h).
+  threads_hold_answers();
   // abort() from our terminate handler (on this thread): an uncaught C++
   // exception.
   bool terminating = w->signo == SIGABRT && __atomic_load_n(&g_terminate.set, __ATOMIC_ACQUIRE) &&
@@ -254,7 +257,10 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   errno = saved_errno;
   // The program's own handler runs next and may recover (a JIT, a runtime):
   // a later crash deserves its own report.
-  if (chain(signo, info)) release_ownership();
+  if (chain(signo, info)) {
+    release_ownership();
+    threads_release_held();
+  }
   // Returning re-executes the faulting instruction under the restored
   // handler (or delivers the re-sent signal).
 }

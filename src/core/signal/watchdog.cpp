@@ -1,5 +1,6 @@
 #include "core/signal/watchdog.h"
 
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
@@ -12,8 +13,10 @@
 #include "core/base/recover.h"
 #include "core/base/safe_read.h"
 #include "core/base/sigaction_real.h"
+#include "core/base/str.h"
 #include "core/base/sys.h"
 #include "core/capture.h"
+#include "core/capture/task_files.h"
 #include "core/crash_state.h"
 #include "core/diagnosis/diagnosis.h"
 #include "core/handler_state.h"
@@ -26,6 +29,57 @@ namespace {
 
 WatchdogState& wd() {
   return g_handler.watchdog;
+}
+
+// The watchdog's SIGALRM goes to one thread of faultline's choosing, from a
+// POSIX timer (SIGEV_THREAD_ID), never process-directed like alarm(): a
+// thread collecting signals with sigwait() would take that one as its own,
+// and the watchdog would never fire. Raw system calls: the kernel's timer
+// id, no librt. alarm() only where the kernel refuses the timer.
+void set_timer(unsigned seconds, pid_t tid) {
+  if (wd().timer_id >= 0) {
+    syscall(SYS_timer_delete, wd().timer_id);
+    wd().timer_id = -1;
+  }
+  if (seconds == 0) return;
+  struct sigevent ev = {};
+  ev.sigev_notify = SIGEV_THREAD_ID;
+  ev.sigev_signo = SIGALRM;
+  ev._sigev_un._tid = tid;
+  int id = -1;
+  if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &ev, &id) != 0) {
+    alarm(seconds);
+    return;
+  }
+  struct itimerspec its = {};
+  its.it_value.tv_sec = static_cast<time_t>(seconds);
+  syscall(SYS_timer_settime, id, 0, &its, nullptr);
+  wd().timer_id = id;
+}
+
+// The thread the second stage goes to: a held thread standing in, else the
+// watching thread (the owner when there is none).
+pid_t second_stage_thread() {
+  pid_t s = wd().stand_in.load(std::memory_order_acquire);
+  return s ? s : wd().watch.load(std::memory_order_acquire);
+}
+
+// A thread other than the owner that takes SIGALRM (the owner may block
+// every signal: libunwind does, around the loader's lock), never one that
+// would take it as its own in sigwait(); the owner when none does.
+pid_t pick_watch_thread(pid_t owner) {
+  int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return owner;
+  pid_t found = 0;
+  for_each_dir_entry(dir, [&](const char* name) {
+    int64_t tid = 0;
+    if (!parse_int(name, &tid) || tid <= 0 || tid == owner) return false;
+    if (blocks_signal(static_cast<pid_t>(tid), SIGALRM)) return false;
+    found = static_cast<pid_t>(tid);
+    return true;
+  });
+  close(dir);
+  return found ? found : owner;
 }
 
 // What one capture's watchdog has done so far, cleared when it is armed
@@ -93,7 +147,7 @@ void watchdog_expired(int, siginfo_t* info, void*) {
                                                   std::memory_order_acq_rel);
   if (first) {
     wd().fired_ns.store(monotonic_ns(), std::memory_order_release);
-    alarm(kWatchdogGraceSeconds);
+    set_timer(kWatchdogGraceSeconds, second_stage_thread());
   }
   if (on_owner && (first || forwarded)) {
     ThreadState* ts = thread_state_find();
@@ -129,7 +183,7 @@ void watchdog_expired(int, siginfo_t* info, void*) {
       wd().late_cut.store(true, std::memory_order_release);
       say("faultline: watchdog: capture phase \"", phase,
           "\" ran past the grace period; writing the report without the rest of it\n");
-      alarm(kWatchdogGraceSeconds);
+      set_timer(kWatchdogGraceSeconds, sys_gettid());
       jump_out_of_phase(ts);
     }
   }
@@ -139,7 +193,7 @@ void watchdog_expired(int, siginfo_t* info, void*) {
                                                             std::memory_order_acq_rel)) {
     say("faultline: watchdog: the crash handler is stuck in phase \"", phase,
         "\"; writing what was captured from another thread\n");
-    alarm(kWatchdogGraceSeconds);  // bound this thread's writing too
+    set_timer(kWatchdogGraceSeconds, sys_gettid());  // bound this thread's writing too
     write_partial_report();
   } else {
     say("faultline: watchdog: the crash handler ran too long; giving up in phase \"", phase,
@@ -181,16 +235,23 @@ void arm_watchdog(int seconds) {
   wd().stage.store(WatchdogStage::kArmed, std::memory_order_release);
   wd().active.store(true, std::memory_order_release);
   clear_capture_flags();
+  wd().stand_in.store(0, std::memory_order_release);
+  wd().seconds = seconds;
+  // The program's own alarm waits, as alarm() replacing it made it wait.
+  struct itimerval none = {};
   wd().program_timer = {};
-  syscall(SYS_getitimer, ITIMER_REAL, &wd().program_timer);
+  syscall(SYS_setitimer, ITIMER_REAL, &none, &wd().program_timer);
   wd().armed_ns = monotonic_ns();
-  alarm(static_cast<unsigned>(seconds));
+  wd().watch.store(pick_watch_thread(sys_gettid()), std::memory_order_release);
+  set_timer(static_cast<unsigned>(seconds), wd().watch.load(std::memory_order_acquire));
 }
 
 void disarm_watchdog(int seconds) {
   if (seconds <= 0) return;
   wd().active.store(false, std::memory_order_release);
-  alarm(0);
+  set_timer(0, 0);
+  alarm(0);  // where the kernel refused the timer
+  wd().stand_in.store(0, std::memory_order_release);
   // A forwarded or already fired alarm must not reach the program's own
   // SIGALRM action (often the default: terminate) once it is back: block
   // it, wait out a forward in flight, and take any pending one.
