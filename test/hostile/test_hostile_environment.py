@@ -674,6 +674,25 @@ def test_report_published_where_neither_rename_noreplace_nor_link_works(tmp_path
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
 
+@pytest.mark.parametrize("refusal", [errno.EPERM, errno.EACCES, errno.EOPNOTSUPP])
+def test_report_published_where_a_filter_refuses_renameat2(tmp_path, refusal):
+    # Container runtimes' seccomp profiles refuse system calls they do not
+    # know with EPERM (some EACCES or EOPNOTSUPP), not ENOSYS. Before, only
+    # EINVAL and ENOSYS led to link(2): the report went to stderr only.
+    err = crash_denied(tmp_path, {316: refusal})  # renameat2
+    path, rep = only_report(tmp_path)
+    assert "could not write the report" not in err and f"report written to {path}" in err, err
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_report_published_where_a_filter_refuses_renameat2_and_link(tmp_path):
+    # Both refused as a filter refuses them: the rename once the name is free.
+    err = crash_denied(tmp_path, {316: errno.EPERM, 265: errno.EACCES})  # renameat2, linkat
+    path, rep = only_report(tmp_path)
+    assert f"report written to {path}" in err, err
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
 # Filesystems whose every reader shares this machine's page cache, where a
 # report is renamed before its flush (report_file.cpp); elsewhere (NFS,
 # 9p, virtiofs, FUSE) the flush comes first.
