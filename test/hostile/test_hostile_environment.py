@@ -481,6 +481,26 @@ def test_secrets_in_argv_are_filtered_in_the_report_and_the_stderr_copy(tmp_path
     assert "hunter2" not in err and "sk-live-123" not in err and "pw0rd" not in err
 
 
+HEADER_ARGS = ["-H", "Authorization: Bearer S1-secret", "https://h/p?limit=10&api_key=S2-secret",
+               "--header=PRIVATE-TOKEN: S3-secret", "--header", "X-Api-Key: S5-secret",
+               "-H", "Accept: text/plain", "https://h/q?corp=S6-secret&x=1"]
+
+
+def test_header_values_and_query_keys_in_argv_are_filtered(tmp_path):
+    # curl-shaped command lines: these reached the report whole before.
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path), FAULTLINE_SCRUB_KEYS="corp")
+    p = subprocess.run([CRASHER, "null-read", *HEADER_ARGS], env=env, capture_output=True,
+                       timeout=60)
+    assert p.returncode == -signal.SIGSEGV, p.stderr
+    path, rep = only_report(tmp_path)
+    assert rep["process"]["argv"][-len(HEADER_ARGS):] == [
+        "-H", "Authorization: [Filtered]", "https://h/p?limit=10&api_key=[Filtered]",
+        "--header=PRIVATE-TOKEN: [Filtered]", "--header", "X-Api-Key: [Filtered]",
+        "-H", "Accept: text/plain", "https://h/q?corp=[Filtered]&x=1"]
+    assert "-secret" not in open(path).read()
+    assert "-secret" not in p.stderr.decode(errors="replace")
+
+
 LONG_ARGS = [f"{i:03d}" + "x" * 96 for i in range(200)]  # 20,000 bytes, past the 8 KiB kept
 
 
