@@ -104,7 +104,7 @@ def test_file_size_limit_gives_efbig_and_the_stderr_copy_not_sigxfsz(tmp_path):
     assert p.returncode == -signal.SIGSEGV, (p.returncode, err)  # not SIGXFSZ (exit 153)
     assert "EFBIG" in err and "--- faultline report begin ---" in err
     assert stderr_report(err)["signal"]["name"] == "SIGSEGV"
-    assert os.listdir(tmp_path) == []  # no report, no .tmp left behind
+    assert fltest.listdir(tmp_path) == []  # no report, no .tmp left behind
 
 
 # --- an address-space limit ----------------------------------------------------------------
@@ -786,7 +786,7 @@ def test_report_is_seen_while_the_disk_is_slow_to_flush(tmp_path):
         time.sleep(0.01)
     err = p.communicate(timeout=120)[1].decode(errors="replace")
     assert p.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), err
-    assert seen, (os.listdir(tmp_path), err)  # seen while the process waited on the disk
+    assert seen, (fltest.listdir(tmp_path), err)  # seen while the process waited on the disk
     _, rep = only_report(tmp_path)
     assert rep["signal"]["name"] == "SIGSEGV"
 
@@ -840,7 +840,7 @@ def test_a_minidump_on_a_filesystem_flushed_first_leaves_no_temporary_file(tmp_p
                        timeout=60)
     err = p.stderr.decode(errors="replace")
     assert p.returncode == -signal.SIGSEGV, err
-    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
+    assert fltest.listdir(tmp_path) == [], fltest.listdir(tmp_path)
     rep = fltest.validate(stderr_report(err))
     assert "minidump: not written: could not flush its file (EIO)" in rep["faultline"]["errors"]
     assert rep["minidump"] is None
@@ -1008,7 +1008,7 @@ def test_disk_full_falls_back_to_stderr(tmp_path):
         assert "could not write the report" in r.stderr
         body = r.stderr.split("--- faultline report begin ---\n", 1)[1].split("--- faultline report end ---")[0]
         fltest.validate(json.loads(body))
-        assert not [n for n in os.listdir(mnt) if n.startswith(".faultline")]  # no half report left
+        assert not [n for n in fltest.listdir(mnt) if n.startswith(".faultline")]  # no half report left
     finally:
         subprocess.run(["umount", str(mnt)])
 

@@ -33,6 +33,7 @@
 #include "core/signal/crash_stack.h"
 #include "core/signal/watchdog.h"
 #include "core/terminate_record.h"
+#include "core/write/crash_limits.h"
 #include "core/write/report_file.h"
 #include "core/write/stderr_summary.h"
 #include "core/write/torchelastic.h"
@@ -108,7 +109,12 @@ void crash_work(void* arg) {
     }
     return;
   }
-  w->written = write_report(*c, /*announce=*/false);
+  // Over the same-crash limit: counted, not written (announce_suppressed).
+  const bool suppressed = same_crash_suppressed(c);
+  if (!suppressed) {
+    w->written = write_report(*c, /*announce=*/false);
+    if (w->written) enforce_dir_limit(path_basename(last_report_path()));
+  }
   // torchrun's agent reads this file to name the root cause.
   set_phase(Phase::kTorchelastic);
   write_torchelastic_error_file(*c, cfg.dir,
@@ -119,7 +125,8 @@ void crash_work(void* arg) {
     write_stderr_summary(*c, cfg);
   }
   // FAULTLINE_STDERR=0: nothing on stderr at all, not even the fallback copy.
-  if (cfg.write_stderr) announce_report(*c, w->written);
+  if (cfg.write_stderr && suppressed) announce_suppressed(*c);
+  if (cfg.write_stderr && !suppressed) announce_report(*c, w->written);
 }
 
 void dump_work(void* arg) {

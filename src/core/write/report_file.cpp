@@ -139,9 +139,8 @@ bool publish(const Capture& c, int dir_fd, const char* tmp, char* name, size_t s
   return false;
 }
 
-// The report directory: the descriptor opened at install, or, if the
-// program closed it (daemons close all fds) or reused its number for another
-// file, the directory opened again by its path. -1 with *err set if neither.
+}  // namespace
+
 int report_dir_fd(int* err) {
   const Config& cfg = g_crash.config;
   int dir_fd = cfg.dir_fd;
@@ -155,8 +154,6 @@ int report_dir_fd(int* err) {
   }
   return dir_fd;
 }
-
-}  // namespace
 
 IgnoreFileSizeSignal::IgnoreFileSizeSignal() {
   // Past RLIMIT_FSIZE a write raises SIGXFSZ, which would end the process
