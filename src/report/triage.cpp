@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -75,6 +76,7 @@ struct Entry {
   std::string category;
   std::string host;
   int64_t pid = -1;
+  int64_t suppressed = 0;
 };
 
 std::string mtime_iso8601(const std::string& path) {
@@ -96,6 +98,7 @@ Entry entry_of(const Report& r) {
   e.category = r.diagnosis.category;
   e.host = r.process.hostname;
   e.pid = r.process.pid.value_or(-1);
+  e.suppressed = r.suppressed;
   return e;
 }
 
@@ -117,6 +120,10 @@ TriageResult group(std::vector<Entry> entries, std::vector<SkippedFile> skipped)
       g.category = e.category;
     }
     g.last_seen = e.timestamp;
+    // Saturating: counts come from the files, which may say anything.
+    g.suppressed = e.suppressed > std::numeric_limits<int64_t>::max() - g.suppressed
+                       ? std::numeric_limits<int64_t>::max()
+                       : g.suppressed + e.suppressed;
     g.paths.push_back(e.path);
     if (!e.host.empty()) hosts[e.signature].insert(e.host);
     pids[e.signature].insert({e.host, e.pid});
