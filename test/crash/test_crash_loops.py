@@ -186,3 +186,15 @@ def test_the_state_file_past_the_file_size_limit_ends_nothing(tmp_path):
     p = subprocess.run([CRASHER, "null-read"], env=e, capture_output=True, preexec_fn=limit,
                        timeout=60)
     assert p.returncode == -signal.SIGSEGV, p.stderr.decode(errors="replace")
+
+
+def test_one_crash_brings_a_directory_of_many_small_reports_under_the_cap_oldest_first(tmp_path):
+    # 100 reports of 20 KiB (2000 KiB): more than one listing's batch must go.
+    for i in range(100):
+        name = f"faultline-20200101T00{i // 60:02d}{i % 60:02d}-oldhost-1-1-{i:016x}.json"
+        (tmp_path / name).write_bytes(padded(20 * 1024))
+    crash(tmp_path, FAULTLINE_DIR_LIMIT_MB="1")
+    assert faultline_bytes(tmp_path) <= 1 << 20
+    kept = sorted(int(p.rsplit("-", 1)[1][:-5], 16) for p in reports(tmp_path) if "oldhost" in p)
+    assert kept and kept == list(range(100 - len(kept), 100))  # the oldest went
+    assert len(kept) >= 45  # no more than needed

@@ -25,8 +25,10 @@ constexpr char kStatePrefix[] = ".faultline-limit-";
 // The state file: always this many bytes, rewritten in place.
 constexpr size_t kStateLen = 96;
 // Bounds on the directory cap's work at one crash.
-constexpr int kMaxRemovals = 64;
-constexpr int kMaxEntries = 20000;
+constexpr int kMaxRemovals = 128;   // files removed
+constexpr int kMaxPasses = 4;       // listings
+constexpr int kMaxEntries = 20000;  // entries examined per listing
+constexpr int kBatch = 32;          // oldest files kept from one listing
 
 uid_t effective_uid() {
   return static_cast<uid_t>(syscall(SYS_geteuid));
@@ -199,20 +201,34 @@ bool same_stem(const char* a, const char* b, size_t n) {
   return true;
 }
 
-struct Oldest {
+// A file that may go, oldest first by the UTC time in its name, then its
+// modification time.
+struct Candidate {
   char name[256];
-  char stamp[16];  // the UTC time in the name
+  char stamp[16];  // "YYYYMMDDTHHMMSS" from the name ("" when none)
   int64_t mtime_sec, mtime_nsec;
   uint64_t size;
-  bool found;
 };
 
-bool older(const char* stamp, const struct stat& st, const Oldest& o) {
+bool older(const Candidate& a, const Candidate& b) {
   for (int i = 0; i < 15; ++i) {
-    if (stamp[i] != o.stamp[i]) return stamp[i] < o.stamp[i];
+    if (a.stamp[i] != b.stamp[i]) return a.stamp[i] < b.stamp[i];
   }
-  if (st.st_mtim.tv_sec != o.mtime_sec) return st.st_mtim.tv_sec < o.mtime_sec;
-  return st.st_mtim.tv_nsec < o.mtime_nsec;
+  if (a.mtime_sec != b.mtime_sec) return a.mtime_sec < b.mtime_sec;
+  return a.mtime_nsec < b.mtime_nsec;
+}
+
+// The oldest files of one listing, oldest first: what a pass removes
+// without listing the directory again for each.
+Candidate g_oldest[kBatch];
+int g_noldest;
+
+void offer(const Candidate& c) {
+  int i = g_noldest < kBatch ? g_noldest : kBatch - 1;
+  if (g_noldest == kBatch && !older(c, g_oldest[i])) return;
+  for (; i > 0 && older(c, g_oldest[i - 1]); --i) g_oldest[i] = g_oldest[i - 1];
+  g_oldest[i] = c;
+  if (g_noldest < kBatch) ++g_noldest;
 }
 
 // The getdents64 buffer: only the crash owner lists the directory.
@@ -226,14 +242,13 @@ struct linux_dirent64 {
   char d_name[];
 };
 
-// One listing: the total size of faultline's files and the oldest that
-// may go. False when the directory could not be listed.
-bool scan(int dir_fd, int spool_fd, const char* keep, size_t keep_stem, uint64_t* total,
-          Oldest* oldest) {
+// One listing: the total size of faultline's files, and the oldest that may
+// go in g_oldest. False when the directory could not be listed.
+bool scan(int dir_fd, int spool_fd, const char* keep, size_t keep_stem, uint64_t* total) {
   int list_fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (list_fd < 0) return false;
   *total = 0;
-  oldest->found = false;
+  g_noldest = 0;
   int examined = 0;
   for (;;) {
     long n = syscall(SYS_getdents64, list_fd, g_dents, sizeof g_dents);
@@ -250,17 +265,16 @@ bool scan(int dir_fd, int spool_fd, const char* keep, size_t keep_stem, uint64_t
       }
       *total += static_cast<uint64_t>(st.st_size);
       if (stem == keep_stem && same_stem(d->d_name, keep, stem)) continue;
-      // "faultline-" and the stamp "YYYYMMDDTHHMMSS".
-      char stamp[16] = "";
-      if (stem >= 25) str_copy_n(stamp, sizeof stamp, d->d_name + 10, 15);
-      if (oldest->found && !older(stamp, st, *oldest)) continue;
       if (!sent_or_no_spool(spool_fd, d->d_name, stem)) continue;
-      str_copy(oldest->name, sizeof oldest->name, d->d_name);
-      str_copy(oldest->stamp, sizeof oldest->stamp, stamp);
-      oldest->mtime_sec = st.st_mtim.tv_sec;
-      oldest->mtime_nsec = st.st_mtim.tv_nsec;
-      oldest->size = static_cast<uint64_t>(st.st_size);
-      oldest->found = true;
+      static Candidate c;
+      str_copy(c.name, sizeof c.name, d->d_name);  // NAME_MAX is 255
+      c.stamp[0] = '\0';
+      // "faultline-" and the stamp "YYYYMMDDTHHMMSS".
+      if (stem >= 25) str_copy_n(c.stamp, sizeof c.stamp, d->d_name + 10, 15);
+      c.mtime_sec = st.st_mtim.tv_sec;
+      c.mtime_nsec = st.st_mtim.tv_nsec;
+      c.size = static_cast<uint64_t>(st.st_size);
+      offer(c);
     }
     if (examined >= kMaxEntries) break;
   }
@@ -281,12 +295,17 @@ void enforce_dir_limit(const char* keep) {
   int spool_fd = openat(dir_fd, kSpool, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (spool_fd >= 0 || errno == ENOENT) {
     size_t keep_stem = faultline_stem(keep ? keep : "");
-    static Oldest oldest;
-    for (int removed = 0; removed < kMaxRemovals; ++removed) {
+    int removed = 0;
+    for (int pass = 0; pass < kMaxPasses && removed < kMaxRemovals; ++pass) {
       uint64_t total = 0;
-      if (!scan(dir_fd, spool_fd, keep ? keep : "", keep_stem, &total, &oldest)) break;
-      if (total <= cfg.dir_limit_bytes || !oldest.found) break;
-      if (unlinkat(dir_fd, oldest.name, 0) != 0) break;
+      if (!scan(dir_fd, spool_fd, keep ? keep : "", keep_stem, &total)) break;
+      if (total <= cfg.dir_limit_bytes || g_noldest == 0) break;
+      for (int i = 0; i < g_noldest && total > cfg.dir_limit_bytes && removed < kMaxRemovals; ++i) {
+        if (unlinkat(dir_fd, g_oldest[i].name, 0) != 0) continue;
+        total -= g_oldest[i].size < total ? g_oldest[i].size : total;
+        ++removed;
+      }
+      if (total <= cfg.dir_limit_bytes) break;
     }
   }
   if (spool_fd >= 0) close(spool_fd);
