@@ -6,8 +6,6 @@
 //   nm -C ./server | ... | faultline symbolize --module ./server --json
 #include "cli/cmd_symbolize.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/output_file.h"
 #include "report/render.h"
 #include "report/report.h"
 #include "symbolize/report_symbolizer.h"
@@ -58,41 +57,6 @@ bool read_file(const std::string& path, std::string* text, std::string* why) {
   }
 }
 
-bool write_all(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// Writes `data` to `path` through a temporary file in the same folder and a
-// rename, so a reader never sees half a report. Keeps the mode of the file it
-// replaces (reports are 0600).
-bool write_file_atomically(const std::string& path, const std::string& data, std::string* why) {
-  struct stat st;
-  mode_t mode = ::stat(path.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0644;
-  std::string tmp = path + ".tmp-symbolize-" + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0) {
-    *why = "cannot create " + tmp + ": " + std::strerror(errno);
-    return false;
-  }
-  bool ok = write_all(fd, data) && ::fsync(fd) == 0;
-  int saved = errno;
-  ok = (::close(fd) == 0) && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    if (ok) saved = errno;
-    ::unlink(tmp.c_str());
-    *why = "cannot write " + path + ": " + std::strerror(saved);
-    return false;
-  }
-  return true;
-}
-
 int symbolize_report_file(const SymbolizeOptions& o, const sym::SearchOptions& search) {
   const std::string& path = o.inputs[0];
   std::string text, why;
@@ -126,7 +90,7 @@ int symbolize_report_file(const SymbolizeOptions& o, const sym::SearchOptions& s
   std::string out = report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (o.in_place || !o.output.empty()) {
     const std::string& dest = o.in_place ? path : o.output;
-    if (!write_file_atomically(dest, out, &why)) {
+    if (!write_output_file(dest, out, &why)) {
       error(why);
       return kBadInput;
     }
@@ -134,7 +98,7 @@ int symbolize_report_file(const SymbolizeOptions& o, const sym::SearchOptions& s
                  dest.c_str(), stats.named, stats.native_frames, stats.with_lines);
     return kOk;
   }
-  if (!write_all(STDOUT_FILENO, out)) {
+  if (!write_all_fd(STDOUT_FILENO, out)) {
     error(std::string("cannot write the output: ") + std::strerror(errno));
     return kBadInput;
   }

@@ -39,6 +39,10 @@ std::string text_output(const report::TriageResult& t) {
     out += fmt::format("         first {}  last {}\n",
                        g.first_seen.empty() ? "unknown" : e(g.first_seen),
                        g.last_seen.empty() ? "unknown" : e(g.last_seen));
+    if (g.suppressed > 0) {
+      out +=
+          fmt::format("         {} more suppressed (FAULTLINE_SAME_CRASH_LIMIT)\n", g.suppressed);
+    }
     out += fmt::format("         e.g. {}\n", e(g.representative));
   }
   if (!t.skipped.empty()) {
@@ -61,6 +65,7 @@ nlohmann::json json_output(const report::TriageResult& t) {
                       {"category", g.category},
                       {"hosts", g.hosts},
                       {"processes", g.pids},
+                      {"suppressed", g.suppressed},
                       {"reports", g.paths}});
   }
   nlohmann::json skipped = nlohmann::json::array();

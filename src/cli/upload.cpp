@@ -2,19 +2,17 @@
 #include "cli/upload.h"
 
 #include <curl/curl.h>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
 
+#include "cli/spool.h"
 #include "report/report.h"
 #include "report/sentry.h"
 
@@ -35,35 +33,6 @@ std::string stem_of(const std::string& report_path) {
 bool file_exists(const std::string& p) {
   std::error_code ec;
   return fs::is_regular_file(p, ec);
-}
-
-// Writes `data` to `path` under a temporary name and renames it, so that a
-// reader never sees half a file.
-bool write_atomically(const std::string& path, const std::string& data, std::string* why) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    *why = fmt::format("cannot write {}: {}", tmp, std::strerror(errno));
-    return false;
-  }
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *why = fmt::format("cannot write {}: {}", tmp, std::strerror(errno));
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return false;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    *why = fmt::format("cannot write {}: {}", path, std::strerror(errno));
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  return true;
 }
 
 std::string now_utc() {
@@ -114,6 +83,8 @@ size_t collect_header(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
+constexpr long kMaxRedirects = 5;
+
 Reply post(const Options& o, const std::string& body) {
   Reply r;
   CURL* curl = curl_easy_init();
@@ -136,6 +107,13 @@ Reply post(const Options& o, const std::string& body) {
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, std::min(o.timeout, 10L));
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  // A proxy or a moved server may answer 3xx: followed a few times, still
+  // as a POST of the same envelope (301 and 302 too), never to another
+  // scheme than http or https.
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(curl, CURLOPT_MAXREDIRS, kMaxRedirects);
+  curl_easy_setopt(curl, CURLOPT_POSTREDIR, static_cast<long>(CURL_REDIR_POST_ALL));
+  curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect_body);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, collect_header);
@@ -160,7 +138,11 @@ SendResult send_with_retries(const Options& o, const std::string& body, const st
   for (int attempt = 0;; ++attempt) {
     Reply r = post(o, body);
     if (r.error.empty() && r.status >= 200 && r.status < 300) return SendResult::kAccepted;
-    bool transient = !r.error.empty() || r.status == 429 || r.status >= 500 || r.status == 408;
+    // Refused for good: a 4xx other than 408 and 429. Anything else (a
+    // transport error, 5xx, a redirect past the limit or without a place
+    // to go) may pass: tried again later, never marked.
+    bool transient =
+        !r.error.empty() || r.status < 400 || r.status >= 500 || r.status == 408 || r.status == 429;
     *last = r.error.empty() ? fmt::format("HTTP {} {}", r.status, r.body) : r.error;
     if (!transient) return SendResult::kRejected;
     if (attempt >= o.retries) return SendResult::kTransient;
@@ -175,33 +157,32 @@ SendResult send_with_retries(const Options& o, const std::string& body, const st
 }
 
 // Sends the spooled envelope of `stem` and records the outcome.
-Outcome send_spooled(const Options& o, const std::string& spool, const std::string& stem,
+Outcome send_spooled(const Options& o, const SpoolDir& spool, const std::string& stem,
                      const std::string& event_id) {
-  std::string env_path = spool + "/" + stem + ".envelope";
-  std::string body;
-  try {
-    body = report::read_file(env_path);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "faultline: {}\n", e.what());
+  std::string body, why;
+  if (!spool.read(stem + ".envelope", &body, &why)) {
+    fmt::print(stderr, "faultline: {}\n", why);
     return Outcome::kBadInput;
   }
-  std::string last, why;
+  std::string last;
   SendResult s = send_with_retries(o, body, stem, &last);
   if (s == SendResult::kTransient) {
     if (!o.quiet)
-      fmt::print(stderr, "faultline: {}: not sent ({}); kept in {}\n", stem, last, spool);
+      fmt::print(stderr, "faultline: {}: not sent ({}); kept in {}\n", stem, last, spool.path());
     return Outcome::kSpooled;
   }
-  json marker = {{"event_id", event_id}, {"time", now_utc()}, {"dsn_host", o.dsn.host}};
+  json marker = {{"event_id", event_id},
+                 {"time", now_utc()},
+                 {"dsn_host", o.dsn.host},
+                 {"dsn", o.dsn.identity()}};
   if (s == SendResult::kRejected) marker["reply"] = last;
-  std::string marker_path =
-      spool + "/" + stem + (s == SendResult::kAccepted ? ".sent" : ".rejected");
-  if (!write_atomically(marker_path, marker.dump() + "\n", &why)) {
+  std::string marker_name = stem + (s == SendResult::kAccepted ? ".sent" : ".rejected");
+  if (!spool.write(marker_name, marker.dump() + "\n", &why)) {
     // The envelope stays spooled: sending it again is better than losing it.
     fmt::print(stderr, "faultline: {}\n", why);
     return Outcome::kSpooled;
   }
-  ::unlink(env_path.c_str());
+  spool.remove(stem + ".envelope");
   if (s == SendResult::kRejected) {
     fmt::print(stderr, "faultline: {}: the server refused it: {}\n", stem, last);
     return Outcome::kRejected;
@@ -210,12 +191,21 @@ Outcome send_spooled(const Options& o, const std::string& spool, const std::stri
   return Outcome::kSent;
 }
 
-// The event id an envelope's header names ("" if unreadable).
-std::string envelope_event_id(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string line;
-  if (!std::getline(in, line)) return "";
-  json h = json::parse(line, nullptr, false);
+// Whether the marker `name` says this DSN refused the report: a refusal
+// by another server (or an older marker that does not say whose) does not
+// keep the report from this one.
+bool rejected_by(const SpoolDir& spool, const std::string& name, const Dsn& dsn) {
+  std::string text, why;
+  if (!spool.has(name) || !spool.read(name, &text, &why, 1 << 20)) return false;
+  json m = json::parse(text, nullptr, false);
+  return m.is_object() && m.contains("dsn") && m["dsn"] == dsn.identity();
+}
+
+// The event id a spooled envelope's header names ("" if unreadable).
+std::string envelope_event_id(const SpoolDir& spool, const std::string& name) {
+  std::string text, why;
+  if (!spool.read(name, &text, &why)) return "";
+  json h = json::parse(text.substr(0, text.find('\n')), nullptr, false);
   return h.is_object() && h.contains("event_id") && h["event_id"].is_string()
              ? h["event_id"].get<std::string>()
              : "";
@@ -225,6 +215,10 @@ std::string envelope_event_id(const std::string& path) {
 
 std::string Dsn::envelope_url() const {
   return fmt::format("{}://{}{}/api/{}/envelope/", scheme, host, path, project);
+}
+
+std::string Dsn::identity() const {
+  return fmt::format("{}://{}@{}{}/{}", scheme, public_key, host, path, project);
 }
 
 std::string Dsn::auth_header(const std::string& client) const {
@@ -309,55 +303,55 @@ std::string build_envelope(const std::string& report_path, std::string* event_id
 }
 
 Outcome upload_report(const Options& o, const std::string& report_path) {
-  std::string spool = spool_for(o, report_path);
   std::string stem = stem_of(report_path);
-  if (file_exists(spool + "/" + stem + ".sent")) {
+  SpoolDir spool;
+  std::string why;
+  if (!spool.open(spool_for(o, report_path), /*create=*/true, &why)) {
+    fmt::print(stderr, "faultline: {}\n", why);
+    return Outcome::kBadInput;
+  }
+  if (spool.has(stem + ".sent")) {
     if (!o.quiet) fmt::print(stderr, "faultline: {}: sent already\n", stem);
     return Outcome::kAlreadySent;
   }
-  if (file_exists(spool + "/" + stem + ".rejected")) {
+  if (rejected_by(spool, stem + ".rejected", o.dsn)) {
     fmt::print(stderr, "faultline: {}: refused by the server before (see {}/{}.rejected)\n", stem,
-               spool, stem);
+               spool.path(), stem);
     return Outcome::kRejected;
   }
-  std::string env_path = spool + "/" + stem + ".envelope";
+  const std::string env_name = stem + ".envelope";
   std::string event_id;
-  if (!file_exists(env_path)) {
-    std::string body, why;
+  if (!spool.has(env_name)) {
+    std::string body;
     try {
       body = build_envelope(report_path, &event_id);
     } catch (const std::exception& e) {
       fmt::print(stderr, "faultline: {}\n", e.what());
       return Outcome::kBadInput;
     }
-    std::error_code ec;
-    fs::create_directories(spool, ec);
-    if (ec || !write_atomically(env_path, body, &why)) {
-      fmt::print(stderr, "faultline: spool {}: {}\n", spool, ec ? ec.message() : why);
+    if (!spool.write(env_name, body, &why)) {
+      fmt::print(stderr, "faultline: spool {}: {}\n", spool.path(), why);
       return Outcome::kBadInput;
     }
   } else {
-    event_id = envelope_event_id(env_path);
+    event_id = envelope_event_id(spool, env_name);
   }
   return send_spooled(o, spool, stem, event_id);
 }
 
-int flush_spool(const Options& o, const std::string& spool) {
+int flush_spool(const Options& o, const std::string& spool_path) {
+  // A spool that is missing or refused has nothing to send: uploading a
+  // report into it says why.
+  SpoolDir spool;
+  std::string why;
+  if (!spool.open(spool_path, /*create=*/false, &why)) return 0;
   int pending = 0;
-  std::error_code ec;
-  std::vector<std::string> stems;
-  for (fs::directory_iterator it(spool, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (name.size() > 9 && name.compare(name.size() - 9, 9, ".envelope") == 0)
-      stems.push_back(name.substr(0, name.size() - 9));
-  }
-  std::sort(stems.begin(), stems.end());
-  for (const std::string& stem : stems) {
-    if (file_exists(spool + "/" + stem + ".sent")) {  // sent, then interrupted before the unlink
-      ::unlink((spool + "/" + stem + ".envelope").c_str());
+  for (const std::string& stem : spool.stems(".envelope")) {
+    if (spool.has(stem + ".sent")) {  // sent, then interrupted before the unlink
+      spool.remove(stem + ".envelope");
       continue;
     }
-    std::string id = envelope_event_id(spool + "/" + stem + ".envelope");
+    std::string id = envelope_event_id(spool, stem + ".envelope");
     if (send_spooled(o, spool, stem, id) == Outcome::kSpooled) ++pending;
   }
   return pending;

@@ -7,7 +7,8 @@
 // report's directory):
 //   <stem>.envelope   built and not yet accepted by the server
 //   <stem>.sent       accepted (event id, time); the report is never sent again
-//   <stem>.rejected   refused for good by the server (status and reply)
+//   <stem>.rejected   refused for good by the server of the DSN it names
+//                     (status and reply); another DSN still gets it
 // <stem> is the report's file name without `.json`; its minidump shares it.
 #pragma once
 
@@ -25,6 +26,8 @@ struct Dsn {
   std::string project;     // project id
   std::string text;        // as given
   std::string envelope_url() const;
+  // The DSN without its secret part: what a refusal is remembered for.
+  std::string identity() const;
   std::string auth_header(const std::string& client) const;  // X-Sentry-Auth's value
 };
 

@@ -107,6 +107,10 @@ struct Capture {
   char summary[512];
   const char* category;
   char signature[17];
+  // Crashes of this signature not reported before this one
+  // (write/crash_limits.h): how many, and the time of the first.
+  uint64_t suppressed_count;
+  int64_t suppressed_since;
 };
 
 }  // namespace faultline::core

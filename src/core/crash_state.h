@@ -54,6 +54,10 @@ struct Config {
   size_t arena_bytes{};
   ChainOrder chain_order{ChainOrder::kAuto};  // FAULTLINE_CHAIN_ORDER
   bool minidump{};  // a minidump beside each crash report (FAULTLINE_MINIDUMP)
+  // FAULTLINE_SAME_CRASH_LIMIT=COUNT/SECONDS (0: no limit) and
+  // FAULTLINE_DIR_LIMIT_MB (0: no cap), write/crash_limits.h.
+  int same_crash_count{}, same_crash_seconds{};
+  uint64_t dir_limit_bytes{};
   // Process facts gathered at install.
   bool keep_secrets{};     // FAULTLINE_SCRUB=0: argv not filtered for secrets
   char scrub_keys[512]{};  // FAULTLINE_SCRUB_KEYS: more sensitive words, comma-separated

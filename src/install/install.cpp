@@ -84,6 +84,7 @@ namespace {
 using install::kDefaultMaxFrames;
 using install::kDefaultMaxThreads;
 using install::read_chain_order;
+using install::read_crash_limits;
 using install::read_scrub_settings;
 using install::warn_bad;
 
@@ -340,6 +341,7 @@ extern "C" int faultline_install(const faultline_options* caller) {
   open_report_dir(cfg, opts->report_dir);
   stderr_remember();
   read_scrub_settings(cfg);
+  read_crash_limits(cfg);
   copy_options(cfg, opts);
   cfg->signals |= shutdown_init(job_identity_present());  // SIGTERM: under torchrun
   int dump_signo = choose_dump_signal(opts);

@@ -36,7 +36,10 @@ using core::parse_rt_signal_name;
 using core::parse_signal;
 using core::raw_log;
 using core::str_copy;
+using core::str_copy_n;
 using core::str_eq;
+using core::str_find;
+using core::str_len;
 
 namespace {
 
@@ -184,6 +187,41 @@ void read_scrub_settings(Config* cfg) {
   cfg->keep_secrets = scrub == 0;
   const char* keys = secure_getenv("FAULTLINE_SCRUB_KEYS");
   str_copy(cfg->scrub_keys, sizeof cfg->scrub_keys, keys ? keys : "");
+}
+
+namespace {
+
+// "COUNT/SECONDS": COUNT 1 to 1000000, SECONDS 1 to a year.
+bool parse_same_crash_limit(const char* v, int64_t* count, int64_t* seconds) {
+  const char* slash = str_find(v, str_len(v), "/");
+  if (!slash) return false;
+  char head[24] = "";
+  size_t n = static_cast<size_t>(slash - v);
+  if (n >= sizeof head) return false;
+  str_copy_n(head, sizeof head, v, n);
+  return parse_int(head, count) && parse_int(slash + 1, seconds) && *count >= 1 &&
+         *count <= 1000000 && *seconds >= 1 && *seconds <= 365 * 86400;
+}
+
+}  // namespace
+
+void read_crash_limits(Config* cfg) {
+  cfg->same_crash_count = 10;
+  cfg->same_crash_seconds = 3600;
+  const char* v = secure_getenv("FAULTLINE_SAME_CRASH_LIMIT");
+  int64_t count = 0, seconds = 0;
+  if (v && str_eq(v, "0")) {
+    cfg->same_crash_count = 0;
+  } else if (v && *v && !parse_same_crash_limit(v, &count, &seconds)) {
+    warn_bad("FAULTLINE_SAME_CRASH_LIMIT", v,
+             "expected COUNT/SECONDS (COUNT 1 to 1000000, SECONDS 1 to 31536000) or 0");
+  } else if (v && *v) {
+    cfg->same_crash_count = static_cast<int>(count);
+    cfg->same_crash_seconds = static_cast<int>(seconds);
+  }
+  int64_t mb = 1024;
+  env_int("FAULTLINE_DIR_LIMIT_MB", 0, int64_t{1} << 30, &mb);
+  cfg->dir_limit_bytes = static_cast<uint64_t>(mb) << 20;
 }
 
 void options_defaults(faultline_options* opts) {

@@ -32,6 +32,8 @@ void env_bool(const char* var, int* out);
 
 // FAULTLINE_SCRUB=0 keeps argv verbatim; FAULTLINE_SCRUB_KEYS adds words.
 void read_scrub_settings(core::Config* cfg);
+// FAULTLINE_SAME_CRASH_LIMIT and FAULTLINE_DIR_LIMIT_MB (write/crash_limits.h).
+void read_crash_limits(core::Config* cfg);
 
 // FAULTLINE_CHAIN_ORDER: who runs first at a hardware fault when the
 // program has its own handler behind faultline's (core/signal/chain.h).

@@ -365,6 +365,7 @@ Report parse_report(const std::string& text, const std::string& path) {
   }
   const json& fl = member(j, "faultline");
   r.faultline_version = str(fl, "version");
+  r.suppressed = std::max<int64_t>(0, integer(member(fl, "suppressed"), "count").value_or(0));
   const json& errors = member(fl, "errors");
   if (errors.is_array()) {
     for (const json& e : errors) {

@@ -145,6 +145,9 @@ struct Report {
   std::vector<Module> modules;
   std::string faultline_version;
   std::vector<std::string> errors;  // faultline.errors: what the capture missed
+  // faultline.suppressed.count: crashes of this signature not reported
+  // before this one (FAULTLINE_SAME_CRASH_LIMIT); 0 when none.
+  int64_t suppressed = 0;
 
   // The crashed thread (by `crashed`, else by crashed_tid), or nullptr.
   const Thread* crashed_thread() const;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -81,6 +82,7 @@ struct Entry {
   std::string job;
   bool own_failure = false, peer_loss = false;
   std::vector<std::string> members;  // the job's other reports
+  int64_t suppressed = 0;
 };
 
 std::string mtime_iso8601(const std::string& path) {
@@ -106,6 +108,7 @@ Entry entry_of(const Report& r) {
   if (!j.run_id.empty()) e.job = fmt::format("{}/{}", j.run_id, j.restart);
   e.own_failure = j.fatal;
   e.peer_loss = j.peer_loss;
+  e.suppressed = r.suppressed;
   return e;
 }
 
@@ -155,6 +158,10 @@ TriageResult group(std::vector<Entry> all, std::vector<SkippedFile> skipped) {
       g.category = e.category;
     }
     g.last_seen = e.timestamp;
+    // Saturating: counts come from the files, which may say anything.
+    g.suppressed = e.suppressed > std::numeric_limits<int64_t>::max() - g.suppressed
+                       ? std::numeric_limits<int64_t>::max()
+                       : g.suppressed + e.suppressed;
     g.paths.push_back(e.path);
     g.paths.insert(g.paths.end(), e.members.begin(), e.members.end());
     if (!e.job.empty()) ++g.jobs;

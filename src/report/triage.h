@@ -37,6 +37,7 @@ struct TriageGroup {
   std::string category;
   std::vector<std::string> hosts;  // distinct host names, sorted
   size_t pids = 0;                 // distinct (host, pid) pairs
+  int64_t suppressed = 0;          // crashes counted, not reported (faultline.suppressed)
   std::vector<std::string> paths;  // every report of the group, by incident, earliest first
 };
 

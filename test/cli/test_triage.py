@@ -4,6 +4,8 @@ import json
 import os
 import time
 
+import pytest
+
 import reportgen
 from clitest import run
 
@@ -64,3 +66,27 @@ def test_no_recursive(tmp_path):
     reportgen.write_reports(str(tmp_path), 24)  # all in per-host subdirectories
     out = json.loads(run("triage", "--json", "--no-recursive", str(tmp_path)).stdout)
     assert out["reports"] == 0
+
+
+def test_suppressed_crashes_are_counted_per_group(tmp_path):
+    # Real crashes under FAULTLINE_SAME_CRASH_LIMIT=1/2: the second within the
+    # window is counted, not written; the one after the window says so.
+    import signal
+
+    import fltest
+    crasher = fltest.program("crasher")
+    env = {"FAULTLINE_SAME_CRASH_LIMIT": "1/2"}
+    start = time.time()
+    runs = [fltest.run([crasher, "null-read"], report_dir=str(tmp_path), env=env) for _ in range(2)]
+    assert [r.returncode for r in runs] == [-signal.SIGSEGV] * 2
+    if "report suppressed: 1 crashes" not in runs[1].stderr:
+        assert int(time.time()) - int(start) >= 2, runs[1].stderr  # only a slow machine may miss it
+        pytest.skip("the two crashes straddled the 2 s window on this machine")
+    time.sleep(max(0.0, int(start) + 2.2 - time.time()))
+    fltest.run([crasher, "null-read"], report_dir=str(tmp_path), env=env)
+    fltest.run([crasher, "abort"], report_dir=str(tmp_path), env=env)
+    out = json.loads(run("triage", "--json", str(tmp_path)).stdout)
+    by_count = sorted((g["count"], g["suppressed"]) for g in out["groups"])
+    assert by_count == [(1, 0), (2, 1)]
+    text = run("triage", str(tmp_path)).stdout
+    assert text.count("1 more suppressed (FAULTLINE_SAME_CRASH_LIMIT)") == 1

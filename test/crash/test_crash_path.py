@@ -137,7 +137,7 @@ def test_no_crash_no_report():
 
 def test_report_file_is_private_and_complete():
     r = fltest.run([CRASHER, "null-read"], env={"FAULTLINE_MINIDUMP": "1"})
-    names = sorted(os.listdir(r.report_dir))
+    names = sorted(fltest.listdir(r.report_dir))
     # The report and its minidump, under one name stem; nothing else (no
     # temporary file left).
     assert len(names) == 2 and names[1] == names[0][:-len(".dmp")] + ".json", names
@@ -150,7 +150,7 @@ def test_report_file_is_private_and_complete():
     assert re.fullmatch(rf"faultline-\d{{8}}T\d{{6}}-[A-Za-z0-9._]+-{pid}-{pid}-[0-9a-f]{{1,16}}\.json",
                         names[1]), names[1]
     r = fltest.run([CRASHER, "null-read"], env={"FAULTLINE_MINIDUMP": "0"})
-    assert len(os.listdir(r.report_dir)) == 1 and r.report["minidump"] is None
+    assert len(fltest.listdir(r.report_dir)) == 1 and r.report["minidump"] is None
 
 
 def test_two_crashes_never_collide():

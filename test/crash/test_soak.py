@@ -24,7 +24,7 @@ def test_500_crashes_500_reports():
             if r.returncode != EXPECTED[mode] or len(r.reports) != 1:
                 failures.append((mode, r.returncode, len(r.reports), r.stderr[-300:]))
                 continue
-            names = os.listdir(r.report_dir)
+            names = fltest.listdir(r.report_dir)
             if len(names) != 1 or names[0].startswith("."):
                 failures.append((mode, "stray files", names))
             fltest.validate(r.reports[0])

@@ -34,7 +34,7 @@ def test_server_poisoned_request(tmp_path):
     finally:
         if server.poll() is None:
             server.kill()
-    [name] = os.listdir(reports)
+    [name] = fltest.listdir(reports)
     rep = fltest.validate(json.load(open(reports / name)))
     t = fltest.crashed_thread(rep)
     assert t["annotations"]["request_id"] == "poison-0001"

@@ -4,6 +4,7 @@ controls inside reports, and a `dump` or `run` that must not hurt the job."""
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -117,6 +118,78 @@ def test_symbolize_does_not_block_on_a_module_that_is_a_fifo(tmp_path):
             timeout=60)
     assert r.returncode in (0, 1), r.stderr
     assert (tmp_path / "out.json").exists() or r.returncode == 1
+
+
+# --- item: output paths are written, never replaced when they are not files -------------
+
+def symbolize_to(tmp_path, out, **kw):
+    return subprocess.run([CLI, "symbolize", write_report(tmp_path / "in.json", base_report()), "-o",
+                           str(out)], capture_output=True, timeout=60, **kw)
+
+
+def test_symbolize_output_writes_through_a_fifo_and_a_device(tmp_path):
+    # Before, -o wrote a temporary file and renamed it over the target
+    # whatever it was: as root `-o /dev/null` made the system's /dev/null a
+    # world-readable regular file. Now what is not a regular file is written
+    # through and stays what it was.
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    cat = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    r = symbolize_to(tmp_path, fifo)
+    got = cat.communicate(timeout=60)[0]
+    assert r.returncode == 0, r.stderr
+    assert json.loads(got)["schema"] == "faultline/1"
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    null = tmp_path / "null"
+    try:
+        os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        os.chmod(null, 0o666)  # whatever the umask
+        open(null, "wb").close()
+    except OSError:
+        return  # no device nodes here (not root, or a nodev filesystem)
+    r = symbolize_to(tmp_path, null)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_ISCHR(os.lstat(null).st_mode) and os.lstat(null).st_mode & 0o777 == 0o666
+
+
+def test_symbolize_output_never_replaces_a_link(tmp_path):
+    # A link to the standard output (as /dev/stdout is) is written through;
+    # before, it was replaced by a regular file.
+    to_stdout = tmp_path / "stdout"
+    os.symlink("/proc/self/fd/1", to_stdout)
+    r = symbolize_to(tmp_path, to_stdout)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["schema"] == "faultline/1"
+    assert os.readlink(to_stdout) == "/proc/self/fd/1"
+    # A link to a file: refused, the link and its file untouched.
+    (tmp_path / "target.json").write_text("keep")
+    link = tmp_path / "link.json"
+    os.symlink("target.json", link)
+    r = symbolize_to(tmp_path, link)
+    assert r.returncode == 1 and b"is a symbolic link" in r.stderr, r.stderr
+    assert os.readlink(link) == "target.json" and (tmp_path / "target.json").read_text() == "keep"
+    # Another user's link, even to a FIFO: refused as well.
+    if os.geteuid() == 0:
+        fifo = tmp_path / "f"
+        os.mkfifo(fifo)
+        theirs = tmp_path / "theirs"
+        os.symlink("f", theirs)
+        os.lchown(theirs, 65534, 65534)
+        r = symbolize_to(tmp_path, theirs)
+        assert r.returncode == 1 and b"of another user" in r.stderr, r.stderr
+        assert os.path.islink(theirs)
+    assert not [n for n in os.listdir(tmp_path) if ".tmp" in n]
+
+
+def test_symbolize_output_replaces_a_regular_file_whole_and_keeps_its_mode(tmp_path):
+    out = tmp_path / "out.json"
+    out.write_text("old")
+    os.chmod(out, 0o600)
+    r = symbolize_to(tmp_path, out)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["schema"] == "faultline/1"
+    assert os.stat(out).st_mode & 0o777 == 0o600
+    assert not [n for n in os.listdir(tmp_path) if ".tmp" in n]
 
 
 # --- item: terminal and Markdown injection ------------------------------------------------

@@ -104,7 +104,7 @@ def test_file_size_limit_gives_efbig_and_the_stderr_copy_not_sigxfsz(tmp_path):
     assert p.returncode == -signal.SIGSEGV, (p.returncode, err)  # not SIGXFSZ (exit 153)
     assert "EFBIG" in err and "--- faultline report begin ---" in err
     assert stderr_report(err)["signal"]["name"] == "SIGSEGV"
-    assert os.listdir(tmp_path) == []  # no report, no .tmp left behind
+    assert fltest.listdir(tmp_path) == []  # no report, no .tmp left behind
 
 
 # --- an address-space limit ----------------------------------------------------------------
@@ -484,6 +484,26 @@ def test_secrets_in_argv_are_filtered_in_the_report_and_the_stderr_copy(tmp_path
     assert "hunter2" not in err and "sk-live-123" not in err and "pw0rd" not in err
 
 
+HEADER_ARGS = ["-H", "Authorization: Bearer S1-secret", "https://h/p?limit=10&api_key=S2-secret",
+               "--header=PRIVATE-TOKEN: S3-secret", "--header", "X-Api-Key: S5-secret",
+               "-H", "Accept: text/plain", "https://h/q?corp=S6-secret&x=1"]
+
+
+def test_header_values_and_query_keys_in_argv_are_filtered(tmp_path):
+    # curl-shaped command lines: these reached the report whole before.
+    env = clean_env(LD_PRELOAD=LIB, FAULTLINE_DIR=str(tmp_path), FAULTLINE_SCRUB_KEYS="corp")
+    p = subprocess.run([CRASHER, "null-read", *HEADER_ARGS], env=env, capture_output=True,
+                       timeout=60)
+    assert p.returncode == -signal.SIGSEGV, p.stderr
+    path, rep = only_report(tmp_path)
+    assert rep["process"]["argv"][-len(HEADER_ARGS):] == [
+        "-H", "Authorization: [Filtered]", "https://h/p?limit=10&api_key=[Filtered]",
+        "--header=PRIVATE-TOKEN: [Filtered]", "--header", "X-Api-Key: [Filtered]",
+        "-H", "Accept: text/plain", "https://h/q?corp=[Filtered]&x=1"]
+    assert "-secret" not in open(path).read()
+    assert "-secret" not in p.stderr.decode(errors="replace")
+
+
 LONG_ARGS = [f"{i:03d}" + "x" * 96 for i in range(200)]  # 20,000 bytes, past the 8 KiB kept
 
 
@@ -677,6 +697,25 @@ def test_report_published_where_neither_rename_noreplace_nor_link_works(tmp_path
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
 
+@pytest.mark.parametrize("refusal", [errno.EPERM, errno.EACCES, errno.EOPNOTSUPP])
+def test_report_published_where_a_filter_refuses_renameat2(tmp_path, refusal):
+    # Container runtimes' seccomp profiles refuse system calls they do not
+    # know with EPERM (some EACCES or EOPNOTSUPP), not ENOSYS. Before, only
+    # EINVAL and ENOSYS led to link(2): the report went to stderr only.
+    err = crash_denied(tmp_path, {316: refusal})  # renameat2
+    path, rep = only_report(tmp_path)
+    assert "could not write the report" not in err and f"report written to {path}" in err, err
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_report_published_where_a_filter_refuses_renameat2_and_link(tmp_path):
+    # Both refused as a filter refuses them: the rename once the name is free.
+    err = crash_denied(tmp_path, {316: errno.EPERM, 265: errno.EACCES})  # renameat2, linkat
+    path, rep = only_report(tmp_path)
+    assert f"report written to {path}" in err, err
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
 # Filesystems whose every reader shares this machine's page cache, where a
 # report is renamed before its flush (report_file.cpp); elsewhere (NFS,
 # 9p, virtiofs, FUSE) the flush comes first.
@@ -750,7 +789,7 @@ def test_report_is_seen_while_the_disk_is_slow_to_flush(tmp_path):
         time.sleep(0.01)
     err = p.communicate(timeout=120)[1].decode(errors="replace")
     assert p.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), err
-    assert seen, (os.listdir(tmp_path), err)  # seen while the process waited on the disk
+    assert seen, (fltest.listdir(tmp_path), err)  # seen while the process waited on the disk
     _, rep = only_report(tmp_path)
     assert rep["signal"]["name"] == "SIGSEGV"
 
@@ -804,7 +843,7 @@ def test_a_minidump_on_a_filesystem_flushed_first_leaves_no_temporary_file(tmp_p
                        timeout=60)
     err = p.stderr.decode(errors="replace")
     assert p.returncode == -signal.SIGSEGV, err
-    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
+    assert fltest.listdir(tmp_path) == [], fltest.listdir(tmp_path)
     rep = fltest.validate(stderr_report(err))
     assert "minidump: not written: could not flush its file (EIO)" in rep["faultline"]["errors"]
     assert rep["minidump"] is None
@@ -972,7 +1011,7 @@ def test_disk_full_falls_back_to_stderr(tmp_path):
         assert "could not write the report" in r.stderr
         body = r.stderr.split("--- faultline report begin ---\n", 1)[1].split("--- faultline report end ---")[0]
         fltest.validate(json.loads(body))
-        assert not [n for n in os.listdir(mnt) if n.startswith(".faultline")]  # no half report left
+        assert not [n for n in fltest.listdir(mnt) if n.startswith(".faultline")]  # no half report left
     finally:
         subprocess.run(["umount", str(mnt)])
 

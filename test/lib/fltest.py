@@ -81,6 +81,13 @@ def run(cmd, preload=True, env=None, report_dir=None, timeout=60, cwd=None, stdi
                reports, report_dir)
 
 
+def listdir(d):
+    """The entries of a report directory but the same-crash limit's state
+    files (.faultline-limit-<signature>: one per signature, kept between
+    crashes; doc/report-format.md#crash-loops)."""
+    return [n for n in os.listdir(d) if not n.startswith(".faultline-limit-")]
+
+
 def cli(*args, input=None, env=None, cwd=None, timeout=120, text=True, check=False):
     """Runs the `faultline` command; returns the CompletedProcess (str output
     with undecodable bytes replaced, or bytes with text=False), whatever its

@@ -113,7 +113,7 @@ def test_lldb_reads_the_minidump_of_every_crash(name, tmp_path):
     dump = os.path.join(tmp_path, dump_name)
     assert os.path.getsize(dump) == rep["faultline"]["minidump_bytes"]
     assert rep["faultline"]["phases_ns"]["minidump"] > 0
-    assert sorted(os.listdir(tmp_path)) == sorted([report_name, dump_name])  # no temporary left
+    assert sorted(fltest.listdir(tmp_path)) == sorted([report_name, dump_name])  # no temporary left
 
     threads, modules, out = lldb(dump, argv[0])
     # The same modules at the same addresses, each with the build-id the
@@ -164,7 +164,7 @@ def test_a_failed_minidump_costs_nothing_but_itself(tmp_path):
     p = subprocess.run(["bash", "-c", 'ulimit -f 12 && exec "$0" null-read', CRASHER], env=env,
                        capture_output=True, timeout=120)
     assert p.returncode == -fltest.signum("SIGSEGV"), p.stderr
-    names = os.listdir(tmp_path)
+    names = fltest.listdir(tmp_path)
     assert len(names) == 1 and names[0].endswith(".json"), names
     with open(tmp_path / names[0]) as f:
         rep = fltest.validate(json.load(f))
@@ -175,7 +175,7 @@ def test_a_failed_minidump_costs_nothing_but_itself(tmp_path):
 
 def test_off_writes_no_minidump_and_live_dumps_have_none(tmp_path):
     r = fltest.run([CRASHER, "null-read"], env={"FAULTLINE_MINIDUMP": "0"})
-    assert len(os.listdir(r.report_dir)) == 1 and r.report["minidump"] is None
+    assert len(fltest.listdir(r.report_dir)) == 1 and r.report["minidump"] is None
     assert "minidump" not in r.report["faultline"]["phases_ns"]
     # A live dump: a report of the running process, no minidump.
     env = dict(os.environ, LD_PRELOAD=fltest.LIB, FAULTLINE_DIR=str(tmp_path), FAULTLINE_STDERR="0",
@@ -192,7 +192,7 @@ def test_off_writes_no_minidump_and_live_dumps_have_none(tmp_path):
     finally:
         p.stdin.close()
         assert p.wait(timeout=60) == 0
-    names = os.listdir(tmp_path)
+    names = fltest.listdir(tmp_path)
     assert len(names) == 1 and names[0].endswith(".json"), names
     with open(tmp_path / names[0]) as f:
         rep = json.load(f)
@@ -211,4 +211,4 @@ def test_the_watchdog_skips_the_minidump_not_the_report(tmp_path):
     errors = rep["faultline"]["errors"]
     assert any(e.startswith("minidump:") for e in errors), errors
     assert rep["minidump"] is None
-    assert len(os.listdir(tmp_path)) == 1, os.listdir(tmp_path)
+    assert len(fltest.listdir(tmp_path)) == 1, fltest.listdir(tmp_path)

@@ -61,7 +61,9 @@ class FakeSentry:
         self.envelopes = []
         self.errors = []  # what the server found wrong
         self.requests = 0
-        self.fail_with = []  # statuses to answer with, one per request, before accepting
+        # statuses (or (status, {header: value})) to answer with, one per
+        # request, before accepting
+        self.fail_with = []
         self._lock = threading.Lock()
         outer = self
 
@@ -73,7 +75,10 @@ class FakeSentry:
                 n = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(n)
                 status = outer._handle(self.path, dict(self.headers), body)
+                status, extra = status if isinstance(status, tuple) else (status, {})
                 self.send_response(status)
+                for k, v in extra.items():
+                    self.send_header(k, v)
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()
                 self.wfile.write(b"{}")
@@ -82,6 +87,10 @@ class FakeSentry:
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
+
+    @property
+    def envelope_url(self):
+        return "http://127.0.0.1:%d/api/%s/envelope/" % (self.port, self.project)
 
     @property
     def dsn(self):

@@ -235,3 +235,121 @@ def test_job_fields_become_tags(server, tmp_path):
     assert {k: v for k, v in tags["faultline-ranked.json"].items() if k.startswith("job.")} == {
         "job.run_id": "run-7", "job.rank": "2", "job.local_rank": "2", "job.world_size": "4",
         "job.group_rank": "0", "job.restart_count": "1", "job.host": "node3"}
+
+
+# --- the spool against another user -----------------------------------------------------
+
+NOBODY = 65534
+STEM = "faultline-real-native-segv"
+
+
+def as_nobody(*argv):
+    """Runs argv as the user nobody (a real process of another user)."""
+    subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv],
+                   check=True, timeout=30)
+
+
+def plant(reports, spool_mode):
+    """The documented set-up (a report directory writable by all, uploads
+    as root) with nobody's links in the spool: to a root-only file and to a
+    file of nobody's. Returns (root file, nobody's file)."""
+    os.chmod(reports, 0o1777)
+    secret = os.path.join(reports, "root-only")
+    with open(secret, "w") as f:
+        f.write("root only\n")
+    os.chmod(secret, 0o600)
+    theirs = os.path.join(reports, "theirs")
+    as_nobody("sh", "-c", f"echo theirs > {theirs}")
+    spool = os.path.join(reports, ".faultline-spool")
+    if spool_mode is None:  # nobody makes the spool first
+        as_nobody("mkdir", "-m", "755", spool)
+    else:  # root's, as given, its group nobody's
+        os.mkdir(spool)
+        os.chown(spool, 0, NOBODY)
+        os.chmod(spool, spool_mode)
+    as_nobody("ln", "-s", secret, f"{spool}/{STEM}.envelope.tmp")
+    as_nobody("ln", "-s", theirs, f"{spool}/{STEM}.sent.tmp")
+    return secret, theirs
+
+
+def unchanged(secret, theirs):
+    st = os.stat(secret)
+    return (open(secret).read() == "root only\n" and st.st_uid == 0 and st.st_mode & 0o777 == 0o600
+            and open(theirs).read() == "theirs\n" and os.stat(theirs).st_uid == NOBODY)
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                                reason="needs root and setpriv to act as another user")
+
+
+@needs_root
+@pytest.mark.parametrize("spool_mode", [None, 0o777, 0o770])
+def test_a_spool_another_user_can_write_into_is_refused(server, reports, spool_mode):
+    # Before, root wrote the envelope through nobody's link over a root-only
+    # file and gave nobody's file root's report.
+    secret, theirs = plant(reports, spool_mode)
+    p = upload("--dsn", server.dsn, os.path.join(reports, STEM + ".json"))
+    assert p.returncode == 1, p.stderr
+    assert "refused" in p.stderr and ".faultline-spool" in p.stderr, p.stderr
+    assert unchanged(secret, theirs)
+    assert server.envelopes == []
+
+
+@needs_root
+def test_a_sticky_spool_is_used_without_following_planted_links(server, reports):
+    # Writable by all with the sticky bit (as /tmp): nobody's links and a
+    # fake "sent" marker of theirs are neither followed nor believed.
+    secret, theirs = plant(reports, 0o1777)
+    spool = os.path.join(reports, ".faultline-spool")
+    as_nobody("sh", "-c", f"echo '{{}}' > {spool}/{STEM}.sent")
+    p = upload("--dsn", server.dsn, os.path.join(reports, STEM + ".json"))
+    assert p.returncode == 0, p.stderr
+    assert len(server.envelopes) == 1 and server.errors == []
+    assert unchanged(secret, theirs)
+    assert os.path.islink(f"{spool}/{STEM}.envelope.tmp")
+
+
+# --- redirects and refusals ---------------------------------------------------------------
+
+def test_a_redirect_is_followed_not_taken_for_a_refusal(server, reports):
+    # A proxy or a moved server answers 307 (or 301, 308) with the new place:
+    # before, the report was marked refused for good.
+    moved = FakeSentry()
+    try:
+        server.fail_with = [(307, {"Location": moved.envelope_url}),
+                            (301, {"Location": moved.envelope_url})]
+        for name in (STEM, "faultline-real-threads"):
+            p = upload("--dsn", server.dsn, os.path.join(reports, name + ".json"))
+            assert p.returncode == 0, p.stderr
+        assert len(moved.envelopes) == 2 and moved.errors == []
+        assert [e.path for e in moved.envelopes] == ["/api/42/envelope/"] * 2
+    finally:
+        moved.close()
+
+
+def test_a_redirect_loop_or_nowhere_to_go_is_retried_later(server, reports):
+    path = os.path.join(reports, STEM + ".json")
+    server.fail_with = [(302, {"Location": server.envelope_url})] * 10 + [303]
+    p = upload("--retries", "0", "--dsn", server.dsn, path)
+    assert p.returncode == 1 and "kept in" in p.stderr, p.stderr
+    p = upload("--retries", "0", "--dsn", server.dsn, path)
+    assert p.returncode == 1 and "kept in" in p.stderr, p.stderr
+    assert not os.path.exists(os.path.join(reports, ".faultline-spool", STEM + ".rejected"))
+    p = upload("--dsn", server.dsn, path)
+    assert p.returncode == 0 and len(server.envelopes) == 1, p.stderr
+
+
+def test_a_refusal_is_remembered_for_its_dsn_only(server, reports):
+    path = os.path.join(reports, STEM + ".json")
+    server.fail_with = [403]
+    assert upload("--dsn", server.dsn, path).returncode == 1
+    p = upload("--dsn", server.dsn, path)
+    assert p.returncode == 1 and "refused by the server before" in p.stderr
+    assert server.requests == 1
+    other = FakeSentry(project="7")
+    try:
+        p = upload("--dsn", other.dsn, path)
+        assert p.returncode == 0, p.stderr
+        assert len(other.envelopes) == 1 and other.errors == []
+    finally:
+        other.close()

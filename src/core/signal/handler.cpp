@@ -34,6 +34,7 @@
 #include "core/signal/shutdown.h"
 #include "core/signal/watchdog.h"
 #include "core/terminate_record.h"
+#include "core/write/crash_limits.h"
 #include "core/write/report_file.h"
 #include "core/write/stderr_summary.h"
 #include "core/write/torchelastic.h"
@@ -114,7 +115,12 @@ void crash_work(void* arg) {
     }
     return;
   }
-  w->written = write_report(*c, /*announce=*/false);
+  // Over the same-crash limit: counted, not written (announce_suppressed).
+  const bool suppressed = same_crash_suppressed(c);
+  if (!suppressed) {
+    w->written = write_report(*c, /*announce=*/false);
+    if (w->written) enforce_dir_limit(path_basename(last_report_path()));
+  }
   // torchrun's agent reads this file to name the root cause (which a rank
   // it stopped is not).
   set_phase(Phase::kTorchelastic);
@@ -128,7 +134,8 @@ void crash_work(void* arg) {
     write_stderr_summary(*c, cfg);
   }
   // FAULTLINE_STDERR=0: nothing on stderr at all, not even the fallback copy.
-  if (cfg.write_stderr) announce_report(*c, w->written);
+  if (cfg.write_stderr && suppressed) announce_suppressed(*c);
+  if (cfg.write_stderr && !suppressed) announce_report(*c, w->written);
 }
 
 void dump_work(void* arg) {

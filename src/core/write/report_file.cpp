@@ -87,6 +87,14 @@ void make_name(const Capture& c, char* name, size_t size, const char* ext) {
   n.add(ext);
 }
 
+// Whether a failed call says "not here" rather than "not possible": the
+// filesystem lacks the operation (EINVAL, EOPNOTSUPP), the kernel lacks the
+// call (ENOSYS), or a seccomp filter refused it (container runtimes answer
+// EPERM or EACCES, some ENOSYS). The next, older way may still work.
+bool not_supported_here(int e) {
+  return e == EINVAL || e == ENOSYS || e == EPERM || e == EACCES || e == EOPNOTSUPP;
+}
+
 // Moves `tmp` to `name`; never replaces an existing file (another process's
 // report, or anything a user put there). On a name that exists, tries
 // another random one.
@@ -98,18 +106,19 @@ bool publish(const Capture& c, int dir_fd, const char* tmp, char* name, size_t s
     if (rc == 0) return true;
     int e = errno;
     if (e == EEXIST) continue;
-    if (e != EINVAL && e != ENOSYS) {
+    if (!not_supported_here(e)) {
       *err = e;
       return false;
     }
-    // A filesystem without RENAME_NOREPLACE: link(2) never replaces either.
+    // A filesystem without RENAME_NOREPLACE, or a filter that refuses
+    // renameat2: link(2) never replaces either.
     if (syscall(SYS_linkat, dir_fd, tmp, dir_fd, name, 0) == 0) {
       unlinkat(dir_fd, tmp, 0);
       return true;
     }
     e = errno;
     if (e == EEXIST) continue;
-    if (e != EPERM && e != EOPNOTSUPP && e != ENOSYS) {
+    if (!not_supported_here(e)) {
       *err = e;
       return false;
     }
@@ -130,9 +139,8 @@ bool publish(const Capture& c, int dir_fd, const char* tmp, char* name, size_t s
   return false;
 }
 
-// The report directory: the descriptor opened at install, or, if the
-// program closed it (daemons close all fds) or reused its number for another
-// file, the directory opened again by its path. -1 with *err set if neither.
+}  // namespace
+
 int report_dir_fd(int* err) {
   const Config& cfg = g_crash.config;
   int dir_fd = cfg.dir_fd;
@@ -146,8 +154,6 @@ int report_dir_fd(int* err) {
   }
   return dir_fd;
 }
-
-}  // namespace
 
 IgnoreFileSizeSignal::IgnoreFileSizeSignal() {
   // Past RLIMIT_FSIZE a write raises SIGXFSZ, which would end the process

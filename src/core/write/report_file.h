@@ -59,6 +59,12 @@ bool report_temp_publish(ReportTemp* t, const Capture& c, const char* ext, char*
 // Closes and removes the temporary file (idempotent).
 void report_temp_discard(ReportTemp* t);
 
+// The report directory: the descriptor opened at install, or, if the
+// program closed it (daemons close all fds) or reused its number for another
+// file, the directory opened again by its path (the caller closes that one
+// when it is not g_crash.config.dir_fd). -1 with *err set if neither.
+int report_dir_fd(int* err);
+
 // Writes c as the report file. With announce, also says on stderr where it
 // went (announce_report). True when the file was written.
 bool write_report(const Capture& c, bool announce);

@@ -267,6 +267,17 @@ void write_faultline(JsonWriter& w, const Capture& c) {
     w.key("minidump_bytes");
     w.unum(c.minidump_bytes);
   }
+  if (c.suppressed_count) {
+    // Crashes of this signature counted, not written, since `since`.
+    char since[32];
+    format_iso8601(since, c.suppressed_since, 0);
+    w.key("suppressed");
+    w.begin_object();
+    w.key("count");
+    w.unum(c.suppressed_count);
+    w.field_str("since", since);
+    w.end_object();
+  }
   w.field_str("safe_read", safe_read_method_name());
   w.field_str("modules_from", !c.modules_from_snapshot ? "link map"
                               : c.modules_tail_walked  ? "snapshot+link map"

@@ -76,6 +76,58 @@ void copy_scrubbing_urls(const char* s, size_t n, Out& out) {
   out.add(s + i, n - i);
 }
 
+// Whether `c` may be part of an HTTP header's name.
+bool header_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_';
+}
+
+// The length of "Name:" and the blanks after it when `s` is shaped like a
+// header whose value is a secret (`Authorization: Bearer x`, `PRIVATE-TOKEN:
+// x`, `X-Api-Key: x`, `Cookie: a=b`): the key list, and any name ending in
+// "key". 0 otherwise (a URL's "https:" is followed by "//").
+size_t secret_header_prefix(const char* s, size_t n, const char* extra) {
+  size_t name = 0;
+  while (name < n && header_name_char(s[name])) ++name;
+  if (name == 0 || name >= n || s[name] != ':') return 0;
+  if (name + 1 < n && s[name + 1] == '/') return 0;
+  bool secret =
+      scrub_sensitive_key(s, name, extra) || (name >= 3 && norm(s[name - 3]) == 'k' &&
+                                              norm(s[name - 2]) == 'e' && norm(s[name - 1]) == 'y');
+  if (!secret) return 0;
+  size_t end = name + 1;
+  while (end < n && (s[end] == ' ' || s[end] == '\t')) ++end;
+  return end;
+}
+
+bool query_separator(char c) {
+  return c == '?' || c == '&';
+}
+
+// Copies `s` with URLs' user info filtered and the value of every
+// sensitive key=value after a '?' or '&' (a query string, a form body:
+// `?limit=10&api_key=x`) replaced.
+void copy_scrubbing_queries(const char* s, size_t n, const char* extra, Out& out) {
+  size_t i = 0;
+  while (i < n && !query_separator(s[i])) ++i;
+  copy_scrubbing_urls(s, i, out);
+  while (i < n) {
+    out.add(s + i, 1);  // the '?' or '&'
+    size_t start = i + 1;
+    size_t end = start;
+    while (end < n && s[end] != '&') ++end;
+    size_t eq = start;
+    while (eq < end && s[eq] != '=') ++eq;
+    if (eq < end && scrub_sensitive_key(s + start, eq - start, extra)) {
+      out.add(s + start, eq + 1 - start);
+      out.add(kFiltered);
+    } else {
+      copy_scrubbing_urls(s + start, end - start, out);
+    }
+    i = end;
+  }
+}
+
 }  // namespace
 
 bool scrub_sensitive_key(const char* key, size_t n, const char* extra_keys) {
@@ -100,8 +152,15 @@ size_t ArgScrubber::scrub(const char* arg, size_t n, char* buf, size_t cap) {
     out.add(kFiltered);
     return out.len;
   }
+  if (size_t h = secret_header_prefix(arg, n, extra_)) {  // `-H "Authorization: x"`
+    out.add(arg, h);
+    out.add(kFiltered);
+    return out.len;
+  }
+  // The first '=' of a KEY=VALUE; one after a '?' or '&' is a query's
+  // (`https://h/p?token=x&b=1`), scrubbed key by key below.
   size_t eq = n;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n && !query_separator(arg[i]); ++i) {
     if (arg[i] == '=') {
       eq = i;
       break;
@@ -112,10 +171,17 @@ size_t ArgScrubber::scrub(const char* arg, size_t n, char* buf, size_t cap) {
     out.add(kFiltered);
     return out.len;
   }
+  if (eq < n) {  // `--header=PRIVATE-TOKEN: x`
+    if (size_t h = secret_header_prefix(arg + eq + 1, n - eq - 1, extra_)) {
+      out.add(arg, eq + 1 + h);
+      out.add(kFiltered);
+      return out.len;
+    }
+  }
   if (eq == n && n > 1 && arg[0] == '-' && scrub_sensitive_key(arg, n, extra_)) {
     filter_next_ = true;  // `--password X`: X is the secret
   }
-  copy_scrubbing_urls(arg, n, out);
+  copy_scrubbing_queries(arg, n, extra_, out);
   return out.len;
 }
 

@@ -7,9 +7,12 @@
 // KEY=VALUE when KEY contains a sensitive word (password, secret, token,
 // api_key, auth, credential, private_key, ... and the extra keys; case and
 // '-' vs '_' do not matter), the argument after a bare sensitive flag
-// (`--password X`), and the password (or the whole user info when there is
-// no password) of URLs (`https://user:pw@host`). The replaced text reads
-// "[Filtered]".
+// (`--password X`), the password (or the whole user info when there is
+// no password) of URLs (`https://user:pw@host`), the value of every
+// sensitive key after a '?' or '&' (`?limit=10&api_key=X`), and the value
+// of a header-shaped argument whose name is sensitive or ends in "key"
+// (`Authorization: X`, `--header=PRIVATE-TOKEN: X`). The replaced text
+// reads "[Filtered]".
 #pragma once
 
 #include <stddef.h>

@@ -61,3 +61,33 @@ TEST_CASE("output is bounded by the buffer") {
   std::string a = "--password=" + std::string(100, 'x');
   CHECK(s.scrub(a.data(), a.size(), buf, sizeof buf) == sizeof buf);
 }
+
+TEST_CASE("header-shaped values in one or two words") {
+  CHECK(scrub({"curl", "-H", "Authorization: Bearer S1", "-H", "Accept: text/plain"}) ==
+        std::vector<std::string>{"curl", "-H", "Authorization: [Filtered]", "-H",
+                                 "Accept: text/plain"});
+  CHECK(scrub({"--header=PRIVATE-TOKEN: S3", "--header", "X-Api-Key: S5"}) ==
+        std::vector<std::string>{"--header=PRIVATE-TOKEN: [Filtered]", "--header",
+                                 "X-Api-Key: [Filtered]"});
+  CHECK(scrub({"Cookie: a=1; b=2", "X-Custom-Key:S6", "proxy-authorization:Basic x"}) ==
+        std::vector<std::string>{"Cookie: [Filtered]", "X-Custom-Key:[Filtered]",
+                                 "proxy-authorization:[Filtered]"});
+  CHECK(scrub({"X-Wandb: S7", "X-Trace: 1"}, "wandb") ==
+        std::vector<std::string>{"X-Wandb: [Filtered]", "X-Trace: 1"});
+  // Not headers: URLs, host:port, times.
+  CHECK(
+      scrub({"https://token.example.com/x", "localhost:8080", "key:value"}) ==
+      std::vector<std::string>{"https://token.example.com/x", "localhost:8080", "key:[Filtered]"});
+}
+
+TEST_CASE("every key=value of a query string") {
+  CHECK(scrub({"https://h/p?limit=10&api_key=S2", "https://h/p?token=S&x=1#f"}) ==
+        std::vector<std::string>{"https://h/p?limit=10&api_key=[Filtered]",
+                                 "https://h/p?token=[Filtered]&x=1#f"});
+  CHECK(scrub({"--url=https://u:p@h/p?a=1&Secret=S&b=2", "-d", "user=bob&password=S"}) ==
+        std::vector<std::string>{"--url=https://u:[Filtered]@h/p?a=1&Secret=[Filtered]&b=2", "-d",
+                                 "user=bob&password=[Filtered]"});
+  CHECK(scrub({"http://h/?a=1&dsn=S&b=2"}, "dsn") ==
+        std::vector<std::string>{"http://h/?a=1&dsn=[Filtered]&b=2"});
+  CHECK(scrub({"http://h/?q=a&b"}) == std::vector<std::string>{"http://h/?q=a&b"});
+}
