@@ -4,12 +4,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 
 #include "symbolize/debug_search.h"
 #include "symbolize/dwarf_index.h"
 #include "symbolize/elf_file.h"
 #include "symbolize/symbol_table.h"
 #include "symbolize/symbolize.h"
+#include "symbolize/tail_calls.h"
 
 namespace faultline::symbolize {
 
@@ -49,6 +51,7 @@ class ModuleData {
   Dwarf* own_dwarf = nullptr;     // main's DWARF when source == kModule
   std::unique_ptr<DwarfIndex> index;
   SymbolTable symbols;
+  std::map<uint64_t, std::vector<CallSite>> sites_by_entry;  // call sites of functions, by entry
 
   ~ModuleData() {
     index.reset();
@@ -57,7 +60,41 @@ class ModuleData {
 
   void open(const std::string& module_path, const std::string& expected,
             const SearchOptions& options);
+  // The entry of the function whose code holds `address`.
+  bool entry_of(uint64_t address, uint64_t* entry);
+  // The call sites of the function starting at `entry`; null when none starts there.
+  const std::vector<CallSite>* sites_of(uint64_t entry);
+  // A call site's target entry: from DWARF, or by name from the symbol tables.
+  bool resolve(bool has_entry, uint64_t entry, const std::string& name, uint64_t* out) const;
 };
+
+bool ModuleData::entry_of(uint64_t address, uint64_t* entry) {
+  Dwarf_Die function;
+  return index && index->function_die(address, &function) && function_entry(&function, entry);
+}
+
+const std::vector<CallSite>* ModuleData::sites_of(uint64_t entry) {
+  auto it = sites_by_entry.find(entry);
+  if (it == sites_by_entry.end()) {
+    Dwarf_Die function;
+    uint64_t start = 0;
+    std::vector<CallSite> sites;
+    if (index && index->function_die(entry, &function) && function_entry(&function, &start) &&
+        start == entry)
+      sites = call_sites(&function);
+    it = sites_by_entry.emplace(entry, std::move(sites)).first;
+  }
+  return it->second.empty() ? nullptr : &it->second;
+}
+
+bool ModuleData::resolve(bool has_entry, uint64_t entry, const std::string& name,
+                         uint64_t* out) const {
+  if (has_entry) {
+    *out = entry;
+    return true;
+  }
+  return !name.empty() && symbols.address_of(name, out);
+}
 
 void ModuleData::open(const std::string& module_path, const std::string& expected,
                       const SearchOptions& options) {
@@ -191,6 +228,44 @@ AddressInfo Module::lookup(uint64_t address) {
       info.frames[0].line == 0)
     info.frames.clear();
   return info;
+}
+
+CallTarget Module::call_target(uint64_t return_address) {
+  CallTarget target;
+  auto& d = *data_;
+  uint64_t entry = 0;
+  if (return_address == 0 || !d.entry_of(return_address - 1, &entry)) return target;
+  const std::vector<internal::CallSite>* sites = d.sites_of(entry);
+  if (sites == nullptr) return target;
+  for (const internal::CallSite& site : *sites) {
+    if (site.return_pc != return_address || site.tail) continue;
+    target.known = site.has_entry || !site.target_name.empty();
+    target.has_entry = site.has_entry;
+    target.entry = site.entry;
+    target.name = site.target_name;
+    break;
+  }
+  return target;
+}
+
+std::vector<TailCallFrame> Module::tail_calls(const CallTarget& call, bool same_module,
+                                              uint64_t callee_address) {
+  std::vector<TailCallFrame> out;
+  auto& d = *data_;
+  uint64_t first = 0, callee = 0;
+  if (!call.known || !d.entry_of(callee_address, &callee) ||
+      !d.resolve(same_module && call.has_entry, call.entry, call.name, &first))
+    return out;
+  auto chain = internal::tail_call_chain(
+      first, callee, [&](uint64_t entry) { return d.sites_of(entry); },
+      [&](const internal::CallSite& site, uint64_t* entry) {
+        return d.resolve(site.has_entry, site.entry, site.target_name, entry);
+      });
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    if (it->return_pc == 0) return {};
+    out.push_back({it->return_pc, lookup(it->return_pc - 1)});
+  }
+  return out;
 }
 
 bool Module::is_sigreturn_trampoline(uint64_t address) const {

@@ -48,6 +48,22 @@ struct AddressInfo {
   bool empty() const { return frames.empty(); }
 };
 
+// What the call-site record of a call names as the function called (see
+// tail_calls.h); known is false when there is no record or it names none
+// (an indirect call).
+struct CallTarget {
+  bool known = false;
+  bool has_entry = false;  // the function's code is in the caller's module, at entry
+  uint64_t entry = 0;
+  std::string name;  // its linkage (or source) name, to find it in another module
+};
+
+// A function that a tail call left off the stack.
+struct TailCallFrame {
+  uint64_t return_address = 0;  // after its jump (gdb's pc of such a frame)
+  AddressInfo info;             // what return_address - 1 resolves to
+};
+
 // Where a module's debug information came from; the names are the values of
 // the report's per-module "debug_source" field.
 enum class DebugSource {
@@ -89,6 +105,15 @@ class Module {
   // `address` is an ELF virtual address (the report's module_offset; for a
   // return address the caller subtracts one first).
   AddressInfo lookup(uint64_t address);
+
+  // The call-site record of the call that returns to `return_address`.
+  CallTarget call_target(uint64_t return_address);
+  // The frames tail calls removed between a call to `call` (a CallTarget of
+  // a caller in this module when `same_module`, else of another module's)
+  // and this module's code at `callee_address`, innermost first; empty when
+  // the call went there directly or the records do not say for certain.
+  std::vector<TailCallFrame> tail_calls(const CallTarget& call, bool same_module,
+                                        uint64_t callee_address);
 
   // True when `address` is the first byte of the sigreturn trampoline
   // (glibc's __restore_rt), by the module's symbol tables.
