@@ -2,11 +2,13 @@
 // debug_search.h for the order), then any number of lookups.
 #include <elfutils/libdwelf.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
 
 #include "symbolize/debug_search.h"
+#include "symbolize/debuginfod_fetch.h"
 #include "symbolize/dwarf_index.h"
 #include "symbolize/elf_file.h"
 #include "symbolize/symbol_table.h"
@@ -141,6 +143,8 @@ void ModuleData::open(const std::string& module_path, const std::string& expecte
       debug_file = debug.file->path();
     } else if (!notes.empty() && error.empty()) {
       error = notes.front();
+    } else if (!notes.empty() && notes.back().rfind("debuginfod", 0) == 0) {
+      error += "; " + notes.back();  // the network's answer, too: why nothing came from there
     }
   }
   if (dwarf) {
@@ -290,6 +294,32 @@ const std::string& Module::build_id() const {
 }
 const std::string& Module::error() const {
   return data_->error;
+}
+
+Symbolizer::Symbolizer(SearchOptions options) : options_(std::move(options)) {
+  if (!options_.debuginfod)
+    options_.debuginfod = std::make_shared<internal::Debuginfod>(options_.network_budget_s);
+}
+
+void Symbolizer::open_all(const std::vector<std::pair<std::string, std::string>>& modules) {
+  internal::Debuginfod& net = *options_.debuginfod;
+  net.set_deferring(true);
+  for (const auto& [path, build_id] : modules) module(path, build_id);
+  net.set_deferring(false);
+  std::vector<std::string> wanted = net.take_deferred();
+  if (wanted.empty()) return;
+  net.fetch(wanted);
+  // Open again, with the answers, the modules that were waiting for them.
+  for (auto it = modules_.begin(); it != modules_.end();) {
+    const Module& m = *it->second;
+    bool waited = std::find(wanted.begin(), wanted.end(), m.build_id()) != wanted.end();
+    it = waited && !has_dwarf(m.debug_source()) ? modules_.erase(it) : std::next(it);
+  }
+  for (const auto& [path, build_id] : modules) module(path, build_id);
+}
+
+bool Symbolizer::network_pending() const {
+  return options_.debuginfod && options_.debuginfod->pending();
 }
 
 Module& Symbolizer::module(const std::string& path, const std::string& expected_build_id) {

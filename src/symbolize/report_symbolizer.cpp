@@ -1,5 +1,6 @@
 #include "symbolize/report_symbolizer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <vector>
@@ -199,6 +200,22 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
   auto threads = report.find("threads");
   if (threads == report.end() || threads->is_null()) return stats;
   if (!threads->is_array()) throw BadReport("\"threads\" is not an array");
+  // Every module frames point into, opened at once: the debug files
+  // debuginfod has to send come concurrently, within one network budget.
+  std::vector<std::pair<std::string, std::string>> wanted;
+  for (const auto& thread : *threads) {
+    auto frames = thread.is_object() ? thread.find("frames") : thread.end();
+    if (!thread.is_object() || frames == thread.end() || !frames->is_array()) continue;
+    for (const auto& frame : *frames) {
+      std::string path = frame.is_object() ? string_field(frame, "module") : std::string();
+      if (path.empty() ||
+          std::any_of(wanted.begin(), wanted.end(), [&](const auto& m) { return m.first == path; }))
+        continue;
+      auto w = work.find(path);
+      wanted.emplace_back(path, w == work.end() ? std::string() : w->second.build_id);
+    }
+  }
+  symbolizer.open_all(wanted);
   for (auto& thread : *threads) {
     if (!thread.is_object()) continue;
     auto frames = thread.find("frames");

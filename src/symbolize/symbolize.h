@@ -24,7 +24,8 @@ namespace faultline::symbolize {
 
 namespace internal {
 class ModuleData;
-}
+class Debuginfod;
+}  // namespace internal
 
 // One source position, innermost-first member of an inline chain.
 struct SourceLocation {
@@ -90,6 +91,11 @@ struct SearchOptions {
   std::string system_debug_root = "/usr/lib/debug";
   // Ask a debuginfod server when DEBUGINFOD_URLS is set and nothing local matched.
   bool use_debuginfod = true;
+  // Seconds the whole run may wait for debuginfod servers (--network-budget,
+  // FAULTLINE_NETWORK_BUDGET); 0 asks none.
+  double network_budget_s = 10;
+  // The run's fetches, shared by its modules; made on first use when null.
+  std::shared_ptr<internal::Debuginfod> debuginfod;
 };
 
 class Module {
@@ -138,8 +144,14 @@ class Module {
 // A cache of modules keyed by (path, expected build-id).
 class Symbolizer {
  public:
-  explicit Symbolizer(SearchOptions options) : options_(std::move(options)) {}
+  explicit Symbolizer(SearchOptions options);
   Module& module(const std::string& path, const std::string& expected_build_id);
+  // Opens these modules (path, expected build-id), fetching from debuginfod
+  // the debug files of all that need it at once, within the network budget.
+  void open_all(const std::vector<std::pair<std::string, std::string>>& modules);
+  // True when a debuginfod fetch cut off at the budget is still winding down
+  // (the process may end without waiting for it).
+  bool network_pending() const;
   const SearchOptions& options() const { return options_; }
 
  private:
