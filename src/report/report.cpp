@@ -149,7 +149,7 @@ Frame read_frame(const json& j, bool nested = false) {
       Frame tc = read_frame(t, true);
       tc.kind = "native";
       tc.origin = f.origin;
-      tc.module = f.module;
+      if (tc.module.empty()) tc.module = f.module;
       tc.tail_call = true;
       f.tail_calls.push_back(std::move(tc));
     }

@@ -252,22 +252,61 @@ CallTarget Module::call_target(uint64_t return_address) {
   return target;
 }
 
-std::vector<TailCallFrame> Module::tail_calls(const CallTarget& call, bool same_module,
+std::vector<TailCallFrame> Module::tail_calls(const CallTarget& call, Module& caller,
                                               uint64_t callee_address) {
+  // Functions of both modules take part when the caller's module is
+  // another (a program's function tail-calling into libc): this module's
+  // entries and return addresses carry kHere, the caller's none.
+  constexpr uint64_t kHere = 1ull << 63;
+  internal::ModuleData& here = *data_;
+  internal::ModuleData& there = *caller.data_;
+  const bool same = &here == &there;
+  const uint64_t tag = same ? 0 : kHere;
+  auto module_of = [&](uint64_t tagged) -> internal::ModuleData& {
+    return (tagged & kHere) || same ? here : there;
+  };
+  // A target named in `from`: defined there, else (from the caller's
+  // module) in this one, as the dynamic linker would bind it.
+  auto resolve = [&](internal::ModuleData& from, bool has_entry, uint64_t entry,
+                     const std::string& name, uint64_t* out) {
+    uint64_t from_tag = &from == &here ? tag : 0;
+    if (from.resolve(has_entry, entry, name, out)) {
+      *out |= from_tag;
+      return true;
+    }
+    if (&from == &here || !here.resolve(false, 0, name, out)) return false;
+    *out |= tag;
+    return true;
+  };
   std::vector<TailCallFrame> out;
-  auto& d = *data_;
   uint64_t first = 0, callee = 0;
-  if (!call.known || !d.entry_of(callee_address, &callee) ||
-      !d.resolve(same_module && call.has_entry, call.entry, call.name, &first))
+  if (!call.known || !here.entry_of(callee_address, &callee) ||
+      !resolve(there, call.has_entry, call.entry, call.name, &first))
     return out;
+  callee |= tag;
+  std::map<uint64_t, std::vector<internal::CallSite>> tagged;  // this module's sites, tagged
   auto chain = internal::tail_call_chain(
-      first, callee, [&](uint64_t entry) { return d.sites_of(entry); },
+      first, callee,
+      [&](uint64_t entry) -> const std::vector<internal::CallSite>* {
+        const auto* sites = module_of(entry).sites_of(entry & ~kHere);
+        if (sites == nullptr || !(entry & kHere) || same) return sites;
+        auto [it, fresh] = tagged.try_emplace(entry);
+        if (fresh) {
+          it->second = *sites;
+          for (auto& site : it->second) site.return_pc |= kHere;
+        }
+        return &it->second;
+      },
       [&](const internal::CallSite& site, uint64_t* entry) {
-        return d.resolve(site.has_entry, site.entry, site.target_name, entry);
+        return resolve(module_of(site.return_pc), site.has_entry, site.entry, site.target_name,
+                       entry);
       });
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-    if (it->return_pc == 0) return {};
-    out.push_back({it->return_pc, lookup(it->return_pc - 1)});
+    uint64_t pc = it->return_pc & ~kHere;
+    if (pc == 0) return {};
+    bool in_caller = !same && !(it->return_pc & kHere);
+    Module& m = in_caller ? caller : *this;
+    out.push_back({pc, m.lookup(pc - 1), in_caller});
   }
   return out;
 }

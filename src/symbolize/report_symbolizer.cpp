@@ -72,7 +72,8 @@ struct ThreadFrame {
   Json* frame;
   std::string path;
   uint64_t address;  // as looked up (pc-1 rule applied)
-  bool exact;        // address is the frame's own pc, not a return address
+  uint64_t offset;   // the frame's own module offset
+  bool returns;      // offset is a return address: a call is behind it
 };
 
 struct ModuleWork {
@@ -103,14 +104,14 @@ void add_tail_calls(const std::vector<ThreadFrame>& order, std::map<std::string,
     const ThreadFrame& callee = order[i];
     const ThreadFrame& caller = order[i + 1];
     // Only a return address has a call behind it.
-    if (callee.path.empty() || caller.path.empty() || caller.exact) continue;
+    if (callee.path.empty() || caller.path.empty() || !caller.returns) continue;
     Module& callee_module = symbolizer.module(callee.path, work[callee.path].build_id);
     Module& caller_module = symbolizer.module(caller.path, work[caller.path].build_id);
     if (!has_dwarf(callee_module.debug_source()) || !has_dwarf(caller_module.debug_source()))
       continue;
-    CallTarget call = caller_module.call_target(caller.address + 1);
+    CallTarget call = caller_module.call_target(caller.offset);
     if (!call.known) continue;
-    auto frames = callee_module.tail_calls(call, &callee_module == &caller_module, callee.address);
+    auto frames = callee_module.tail_calls(call, caller_module, callee.address);
     if (frames.empty()) continue;
     Json list = Json::array();
     for (const TailCallFrame& t : frames) {
@@ -118,6 +119,7 @@ void add_tail_calls(const std::vector<ThreadFrame>& order, std::map<std::string,
       put_location(entry, t.info);
       char offset[32];
       snprintf(offset, sizeof offset, "0x%llx", static_cast<unsigned long long>(t.return_address));
+      if (t.in_caller_module) entry["module"] = caller.path;
       entry["module_offset"] = offset;
       entry["tail_call"] = true;
       list.push_back(std::move(entry));
@@ -228,6 +230,10 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
       if (!frame.is_object() || string_field(frame, "kind") == "python") continue;
       bool first = prev_native == nullptr;
       bool exact = is_exact_pc(first, frame, prev_native, prev_was_first) || prev_trampoline;
+      // Not a return address: where the thread stopped, a frame a signal
+      // interrupted (marked, or the one above the sigreturn trampoline).
+      bool returns = !first && !bool_field(frame, "signal_frame") && !prev_trampoline &&
+                     string_field(*prev_native, "symbol") != "__restore_rt";
       prev_native = &frame;
       prev_was_first = first;
       prev_trampoline = false;
@@ -235,7 +241,7 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
 
       std::string path = string_field(frame, "module");
       if (path.empty()) {
-        order.push_back({&frame, "", 0, true});
+        order.push_back({&frame, "", 0, 0, false});
         continue;
       }
       ModuleWork& w = work[path];
@@ -245,7 +251,7 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
         uint64_t pc = 0, bias = 0;
         if (!w.entry || !address_field(frame, "pc", &pc) ||
             !address_field(*w.entry, "load_bias", &bias) || pc < bias) {
-          order.push_back({&frame, "", 0, true});
+          order.push_back({&frame, "", 0, 0, false});
           continue;
         }
         offset = pc - bias;
@@ -257,9 +263,10 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
         exact = true;
         prev_trampoline = true;
       }
+      uint64_t own = offset;
       if (!exact && offset > 0) --offset;
       w.frames.push_back({&frame, offset});
-      order.push_back({&frame, path, offset, exact});
+      order.push_back({&frame, path, offset, own, returns});
     }
   }
 

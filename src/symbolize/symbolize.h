@@ -61,8 +61,9 @@ struct CallTarget {
 
 // A function that a tail call left off the stack.
 struct TailCallFrame {
-  uint64_t return_address = 0;  // after its jump (gdb's pc of such a frame)
-  AddressInfo info;             // what return_address - 1 resolves to
+  uint64_t return_address = 0;    // after its jump (gdb's pc of such a frame)
+  AddressInfo info;               // what return_address - 1 resolves to
+  bool in_caller_module = false;  // in the caller's module, not the callee's
 };
 
 // Where a module's debug information came from; the names are the values of
@@ -114,11 +115,11 @@ class Module {
 
   // The call-site record of the call that returns to `return_address`.
   CallTarget call_target(uint64_t return_address);
-  // The frames tail calls removed between a call to `call` (a CallTarget of
-  // a caller in this module when `same_module`, else of another module's)
-  // and this module's code at `callee_address`, innermost first; empty when
-  // the call went there directly or the records do not say for certain.
-  std::vector<TailCallFrame> tail_calls(const CallTarget& call, bool same_module,
+  // The frames tail calls removed between a call to `call` (the CallTarget
+  // of a call in `caller`, this module or another) and this module's code at
+  // `callee_address`, innermost first; empty when the call went there
+  // directly or the records do not say for certain.
+  std::vector<TailCallFrame> tail_calls(const CallTarget& call, Module& caller,
                                         uint64_t callee_address);
 
   // True when `address` is the first byte of the sigreturn trampoline
