@@ -34,6 +34,7 @@ struct SymbolizeOptions {
   bool in_place = false;
   std::string module;
   bool json = false;
+  std::string network_budget;  // seconds; "" = FAULTLINE_NETWORK_BUDGET or 10
 };
 
 constexpr int kOk = 0;
@@ -57,7 +58,7 @@ bool read_file(const std::string& path, std::string* text, std::string* why) {
   }
 }
 
-int symbolize_report_file(const SymbolizeOptions& o, const sym::SearchOptions& search) {
+int symbolize_report_file(const SymbolizeOptions& o, sym::Symbolizer& symbolizer) {
   const std::string& path = o.inputs[0];
   std::string text, why;
   if (!read_file(path, &text, &why)) {
@@ -65,7 +66,6 @@ int symbolize_report_file(const SymbolizeOptions& o, const sym::SearchOptions& s
     return kBadInput;
   }
   nlohmann::ordered_json report;
-  sym::Symbolizer symbolizer(search);
   sym::ReportStats stats;
   try {
     report = sym::parse_report(text);
@@ -78,11 +78,18 @@ int symbolize_report_file(const SymbolizeOptions& o, const sym::SearchOptions& s
   // frames stay without lines.
   for (const auto& m : report.value("modules", nlohmann::ordered_json::array())) {
     if (!m.is_object() || !m.contains("debug_source") || !m["debug_source"].is_string()) continue;
+    std::string reason = m.contains("debug_error") && m["debug_error"].is_string()
+                             ? m["debug_error"].get<std::string>()
+                             : std::string();
     if (m["debug_source"] == sym::to_string(sym::DebugSource::kBuildIdMismatch)) {
-      std::string reason = m.contains("debug_error") && m["debug_error"].is_string()
-                               ? m["debug_error"].get<std::string>()
-                               : std::string("build-id mismatch");
-      error("warning: " + reason + "; its frames keep no lines");
+      error("warning: " + (reason.empty() ? std::string("build-id mismatch") : reason) +
+            "; its frames keep no lines");
+    } else if (m["debug_source"] == sym::to_string(sym::DebugSource::kNone) &&
+               reason.find("debuginfod:") != std::string::npos && m.contains("path") &&
+               m["path"].is_string()) {
+      // Which modules went without what the network would have given, and why.
+      error("warning: " + report::escape_controls(m["path"].get<std::string>()) + ": " +
+            report::escape_controls(reason) + "; its frames keep no lines");
     }
   }
   // Strings from DWARF are not always UTF-8: replace what JSON cannot carry
@@ -142,8 +149,8 @@ void print_address(FILE* out, const std::string& text, const sym::AddressInfo& i
   std::fputs(block.c_str(), out);
 }
 
-int symbolize_addresses(const SymbolizeOptions& o, const sym::SearchOptions& search) {
-  auto module = sym::Module::open(o.module, "", search);
+int symbolize_addresses(const SymbolizeOptions& o, sym::Symbolizer& symbolizer) {
+  sym::Module* module = &symbolizer.module(o.module, "");
   if (!module->usable()) {
     error(module->error().empty() ? o.module + ": cannot be used" : module->error());
     return kBadInput;
@@ -184,9 +191,42 @@ int symbolize_addresses(const SymbolizeOptions& o, const sym::SearchOptions& sea
   return finish();
 }
 
+// Seconds: a plain non-negative number ("10", "2.5").
+bool parse_seconds(const std::string& text, double* out) {
+  if (text.empty() || text.size() > 12) return false;
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (*end != '\0' || !(v >= 0) || v > 86400) return false;
+  *out = v;
+  return true;
+}
+
+// A debuginfod fetch cut off at the network budget may still be inside its
+// library (it stops at its next progress call): the run does not wait for
+// it, and ends without running the libraries' exit handlers under it.
+int finish(const sym::Symbolizer& symbolizer, int status) {
+  if (symbolizer.network_pending()) {
+    std::fflush(nullptr);
+    std::_Exit(status);
+  }
+  return status;
+}
+
 int run_symbolize(const SymbolizeOptions& o) {
   sym::SearchOptions search;
   search.debug_dirs = o.debug_dirs;
+  const char* env_budget = std::getenv("FAULTLINE_NETWORK_BUDGET");
+  if (!o.network_budget.empty()) {
+    if (!parse_seconds(o.network_budget, &search.network_budget_s)) {
+      error("--network-budget " + report::escape_controls(o.network_budget) +
+            ": expected seconds (a number >= 0)");
+      return kUsage;
+    }
+  } else if (env_budget && *env_budget && !parse_seconds(env_budget, &search.network_budget_s)) {
+    error("FAULTLINE_NETWORK_BUDGET=" + report::escape_controls(env_budget) +
+          ": expected seconds (a number >= 0)");
+    return kUsage;
+  }
   // A list of usual places may name one this machine lacks: looked past,
   // but said, so a mistyped one does not find nothing in silence.
   for (const std::string& d : o.debug_dirs) {
@@ -195,12 +235,13 @@ int run_symbolize(const SymbolizeOptions& o) {
       error("--debug-dir " + report::escape_controls(d) + ": not a directory; looked past");
     }
   }
+  sym::Symbolizer symbolizer(search);
   if (!o.module.empty()) {
     if (o.in_place || !o.output.empty()) {
       error("-o and --in-place apply to reports, not to --module");
       return kUsage;
     }
-    return symbolize_addresses(o, search);
+    return finish(symbolizer, symbolize_addresses(o, symbolizer));
   }
   if (o.inputs.size() != 1) {
     error(o.inputs.empty() ? "expected a report (or --module FILE ADDR...)"
@@ -215,7 +256,7 @@ int run_symbolize(const SymbolizeOptions& o) {
     error("--json applies to --module");
     return kUsage;
   }
-  return symbolize_report_file(o, search);
+  return finish(symbolizer, symbolize_report_file(o, symbolizer));
 }
 
 }  // namespace
@@ -236,6 +277,9 @@ void add_symbolize_command(CLI::App& app, int& status) {
       ->allow_extra_args(false);
   cmd->add_option("--module", opts->module, "Resolve bare addresses in this ELF file");
   cmd->add_flag("--json", opts->json, "With --module: one JSON object per address");
+  cmd->add_option("--network-budget", opts->network_budget,
+                  "Seconds the whole run may wait for debuginfod servers (default 10, or "
+                  "FAULTLINE_NETWORK_BUDGET; 0: ask none)");
   cmd->callback([opts, &status] {
     try {
       status = run_symbolize(*opts);

@@ -113,6 +113,8 @@ std::string stack(const Thread& t, size_t max_frames, Cut& cut) {
     body += one_line(fmt::format("#{:<3} {:<9} {}", i, f.origin.empty() ? "?" : f.origin,
                                  frame_text(f))) +
             "\n";
+    for (const Frame& tc : f.tail_calls)
+      body += one_line(fmt::format("     {:<9} (tail call) {}", "", frame_text(tc))) + "\n";
   }
   if (n < t.frames.size()) {
     body += fmt::format("... {} more frames cut from this issue\n", t.frames.size() - n);

@@ -354,6 +354,10 @@ std::string render_text(const Report& r, const TextOptions& options) {
       out += fmt::format("  {:>3}  {} {}\n", "#" + std::to_string(i), st.dim(origin),
                          f.is_python() ? st.green(text) : text);
       out += inlined_lines(f, "                 ");
+      for (const Frame& tc : f.tail_calls) {
+        out += fmt::format("                 (tail call) {}\n", escape_controls(frame_text(tc)));
+        out += inlined_lines(tc, "                   ");
+      }
     }
     if (size_t cut = frames_cut(*t)) {
       out += fmt::format("  ... {} more frames not captured\n", cut);

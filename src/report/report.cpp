@@ -127,7 +127,8 @@ std::optional<uint64_t> hex_or_number(const json& o, const char* key) {
   return std::nullopt;
 }
 
-Frame read_frame(const json& j) {
+// `nested`: a tail call's entry, whose own "tail_calls" mean nothing.
+Frame read_frame(const json& j, bool nested = false) {
   Frame f;
   f.raw = &j;
   f.kind = str(j, "kind");
@@ -141,6 +142,18 @@ Frame read_frame(const json& j) {
   f.line = integer(j, "line");
   f.function = str(j, "function");
   f.qualname = str(j, "qualname");
+  const json& tail_calls = member(j, "tail_calls");
+  if (!nested && tail_calls.is_array() && f.kind != "python") {
+    for (const json& t : tail_calls) {
+      if (!t.is_object()) continue;
+      Frame tc = read_frame(t, true);
+      tc.kind = "native";
+      tc.origin = f.origin;
+      if (tc.module.empty()) tc.module = f.module;
+      tc.tail_call = true;
+      f.tail_calls.push_back(std::move(tc));
+    }
+  }
   if (f.kind.empty()) {
     // An older or foreign writer: infer the kind from the fields present.
     if (!f.pc.empty()) {

@@ -67,6 +67,12 @@ struct Frame {
   std::string function;
   std::string qualname;
 
+  // After `faultline symbolize`: the functions tail calls took off the stack
+  // between this frame and the next, innermost first (frames with
+  // tail_call set, in this frame's module, without pc).
+  std::vector<Frame> tail_calls;
+  bool tail_call = false;
+
   bool is_python() const { return kind == "python"; }
   const nlohmann::json* raw = nullptr;  // the frame's object inside Report::raw
 };

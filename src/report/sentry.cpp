@@ -68,19 +68,26 @@ json sentry_frame(const Frame& f) {
         uint64_t off = parse_hex(f.symbol_offset.substr(2));
         if (off <= pc) out["symbol_addr"] = fmt::format("0x{:x}", pc - off);
       }
+    } else if (!f.function.empty()) {
+      out["function"] = f.function;  // a tail call's function, from DWARF
     }
     if (!f.file.empty()) out["filename"] = f.file;
     if (!f.file.empty() && f.line) out["lineno"] = *f.line;
   }
   out["in_app"] = in_app(f);
+  // Not on the stack: rebuilt by `faultline symbolize` from call-site records.
+  if (f.tail_call) out["data"] = json{{"tail_call", true}};
   return out;
 }
 
 // Sentry lists frames oldest first; reports list them innermost first.
 json sentry_stacktrace(const Thread& t) {
   json frames = json::array();
-  for (auto it = t.frames.rbegin(); it != t.frames.rend(); ++it)
+  for (auto it = t.frames.rbegin(); it != t.frames.rend(); ++it) {
+    for (auto tc = it->tail_calls.rbegin(); tc != it->tail_calls.rend(); ++tc)
+      frames.push_back(sentry_frame(*tc));
     frames.push_back(sentry_frame(*it));
+  }
   return json{{"frames", frames}};
 }
 

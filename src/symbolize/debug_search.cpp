@@ -5,9 +5,7 @@
 #include <cstdlib>
 #include <utility>
 
-#ifdef FAULTLINE_HAVE_DEBUGINFOD
-#include <elfutils/debuginfod.h>
-#endif
+#include "symbolize/debuginfod_fetch.h"
 
 namespace faultline::symbolize::internal {
 namespace {
@@ -93,38 +91,32 @@ bool try_candidate(const std::string& path, const SearchRequest& req, Proof proo
   return true;
 }
 
-#ifdef FAULTLINE_HAVE_DEBUGINFOD
-// Asks the servers in DEBUGINFOD_URLS for the debug file with this build-id.
+// Asks the servers in DEBUGINFOD_URLS for the debug file with this build-id,
+// through the run's fetcher (debuginfod_fetch.h): within the run's network
+// budget, and from what an earlier fetch of many modules at once found.
 // libdebuginfod keeps a local cache (DEBUGINFOD_CACHE_PATH), so a second run
 // does not download again.
-bool try_debuginfod(const SearchRequest& req, DebugFile* out, std::vector<std::string>* notes) {
+bool try_debuginfod(const SearchRequest& req, const SearchOptions& options, DebugFile* out,
+                    std::vector<std::string>* notes) {
   const char* urls = getenv("DEBUGINFOD_URLS");
   if (urls == nullptr || *urls == '\0' || req.build_id.empty()) return false;
-  std::string bytes;
-  if (!hex_to_bytes(req.build_id, &bytes)) return false;
-  debuginfod_client* client = debuginfod_begin();
-  if (client == nullptr) return false;
-  char* path = nullptr;
-  int fd = debuginfod_find_debuginfo(client, reinterpret_cast<const unsigned char*>(bytes.data()),
-                                     static_cast<int>(bytes.size()), &path);
-  debuginfod_end(client);
-  if (fd < 0) {
-    notes->push_back("debuginfod: no debug info for build-id " + req.build_id);
+  std::shared_ptr<Debuginfod> net = options.debuginfod;
+  if (!net) net = std::make_shared<Debuginfod>(options.network_budget_s);
+  std::string path, why;
+  if (!net->result(req.build_id, &path, &why)) {
+    if (net->deferring()) {
+      net->defer(req.build_id);
+      return false;
+    }
+    net->fetch({req.build_id});
+    net->result(req.build_id, &path, &why);
+  }
+  if (path.empty()) {
+    notes->push_back(why);
     return false;
   }
-  std::string p = path ? path : "debuginfod:" + req.build_id;
-  free(path);
-  close(fd);  // reopened through the cache path, so the same checks apply
-  return try_candidate(p, req, Proof::kBuildIdOnly, DebugSource::kDebuginfod, out, notes);
+  return try_candidate(path, req, Proof::kBuildIdOnly, DebugSource::kDebuginfod, out, notes);
 }
-#else
-bool try_debuginfod(const SearchRequest&, DebugFile*, std::vector<std::string>* notes) {
-  const char* urls = getenv("DEBUGINFOD_URLS");
-  if (urls && *urls)
-    notes->push_back("DEBUGINFOD_URLS is set but faultline was built without libdebuginfod");
-  return false;
-}
-#endif
 
 }  // namespace
 
@@ -187,7 +179,7 @@ DebugFile find_separate_debug(const SearchRequest& req, const SearchOptions& opt
     }
   }
   // 4. debuginfod.
-  if (options.use_debuginfod && try_debuginfod(req, &out, notes)) return out;
+  if (options.use_debuginfod && try_debuginfod(req, options, &out, notes)) return out;
   return out;
 }
 

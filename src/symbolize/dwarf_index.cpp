@@ -50,12 +50,6 @@ bool may_contain_code(int tag) {
   }
 }
 
-const char* attr_string(Dwarf_Die* die, int name) {
-  Dwarf_Attribute attr;
-  if (dwarf_attr_integrate(die, name, &attr) == nullptr) return nullptr;
-  return dwarf_formstring(&attr);
-}
-
 int attr_int(Dwarf_Die* die, int name) {
   Dwarf_Attribute attr;
   Dwarf_Word value = 0;
@@ -64,6 +58,12 @@ int attr_int(Dwarf_Die* die, int name) {
 }
 
 }  // namespace
+
+const char* attr_string(Dwarf_Die* die, int name) {
+  Dwarf_Attribute attr;
+  if (dwarf_attr_integrate(die, name, &attr) == nullptr) return nullptr;
+  return dwarf_formstring(&attr);
+}
 
 std::string demangle(const char* name) {
   if (name == nullptr) return std::string();
@@ -375,7 +375,7 @@ std::string DwarfIndex::scoped_name(Dwarf_Die* die) {
   return prefix + own;
 }
 
-bool DwarfIndex::lookup(uint64_t address, AddressInfo* out) {
+DwarfIndex::Unit* DwarfIndex::unit_at(uint64_t address) {
   int u = unit_map_.find(address);
   if (u < 0 && units_without_ranges_ > 0) {
     // Some producers give a unit no ranges of its own but list it in
@@ -386,9 +386,31 @@ bool DwarfIndex::lookup(uint64_t address, AddressInfo* out) {
       if (it != unit_by_offset_.end()) u = static_cast<int>(it->second);
     }
   }
-  if (u < 0) return false;
+  if (u < 0) return nullptr;
   Unit& unit = units_[static_cast<size_t>(u)];
   if (!unit.indexed) index_unit(unit);
+  return &unit;
+}
+
+bool DwarfIndex::function_die(uint64_t address, Dwarf_Die* out) {
+  Unit* unit = unit_at(address);
+  if (unit == nullptr) return false;
+  int s = unit->map.find(address);
+  for (int guard = 0; s >= 0 && guard <= kMaxDepth; ++guard) {
+    const Scope& scope = unit->scopes[static_cast<size_t>(s)];
+    if (scope.parent < 0) {
+      *out = scope.die;
+      return dwarf_tag(out) == DW_TAG_subprogram;
+    }
+    s = scope.parent;
+  }
+  return false;
+}
+
+bool DwarfIndex::lookup(uint64_t address, AddressInfo* out) {
+  Unit* found = unit_at(address);
+  if (found == nullptr) return false;
+  Unit& unit = *found;
 
   SourceLocation loc;
   if (Dwarf_Line* line = dwarf_getsrc_die(&unit.die, address)) {

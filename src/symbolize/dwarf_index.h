@@ -45,6 +45,9 @@ class DwarfIndex {
   // function names from subprograms and inlined subroutines, file and line
   // from the line table. Returns false when no compile unit covers it.
   bool lookup(uint64_t address, AddressInfo* out);
+  // The out-of-line function (DW_TAG_subprogram) whose code holds
+  // `address`, inlined calls looked through; false when none does.
+  bool function_die(uint64_t address, Dwarf_Die* out);
   // Damage met while indexing (kept short); "" when none.
   const std::string& error() const { return error_; }
 
@@ -63,6 +66,8 @@ class DwarfIndex {
     std::string comp_dir;
   };
 
+  // The unit covering `address`, indexed; null when none does.
+  Unit* unit_at(uint64_t address);
   void index_unit(Unit& unit);
   void collect(Unit& unit, Dwarf_Die* parent_die, int parent_scope, int depth,
                std::vector<IntervalMap::Range>* ranges);
@@ -86,6 +91,10 @@ class DwarfIndex {
   std::unordered_map<Dwarf_Off, Name> names_;  // by DIE offset, demangled
   std::string error_;
 };
+
+// A string attribute of `die`, following DW_AT_abstract_origin and
+// DW_AT_specification; null when absent.
+const char* attr_string(Dwarf_Die* die, int name);
 
 // Demangles an Itanium C++ name ("_ZN3foo3barEi" -> "foo::bar(int)"); other
 // names come back unchanged.

@@ -2,14 +2,18 @@
 // debug_search.h for the order), then any number of lookups.
 #include <elfutils/libdwelf.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 
 #include "symbolize/debug_search.h"
+#include "symbolize/debuginfod_fetch.h"
 #include "symbolize/dwarf_index.h"
 #include "symbolize/elf_file.h"
 #include "symbolize/symbol_table.h"
 #include "symbolize/symbolize.h"
+#include "symbolize/tail_calls.h"
 
 namespace faultline::symbolize {
 
@@ -49,6 +53,7 @@ class ModuleData {
   Dwarf* own_dwarf = nullptr;     // main's DWARF when source == kModule
   std::unique_ptr<DwarfIndex> index;
   SymbolTable symbols;
+  std::map<uint64_t, std::vector<CallSite>> sites_by_entry;  // call sites of functions, by entry
 
   ~ModuleData() {
     index.reset();
@@ -57,7 +62,41 @@ class ModuleData {
 
   void open(const std::string& module_path, const std::string& expected,
             const SearchOptions& options);
+  // The entry of the function whose code holds `address`.
+  bool entry_of(uint64_t address, uint64_t* entry);
+  // The call sites of the function starting at `entry`; null when none starts there.
+  const std::vector<CallSite>* sites_of(uint64_t entry);
+  // A call site's target entry: from DWARF, or by name from the symbol tables.
+  bool resolve(bool has_entry, uint64_t entry, const std::string& name, uint64_t* out) const;
 };
+
+bool ModuleData::entry_of(uint64_t address, uint64_t* entry) {
+  Dwarf_Die function;
+  return index && index->function_die(address, &function) && function_entry(&function, entry);
+}
+
+const std::vector<CallSite>* ModuleData::sites_of(uint64_t entry) {
+  auto it = sites_by_entry.find(entry);
+  if (it == sites_by_entry.end()) {
+    Dwarf_Die function;
+    uint64_t start = 0;
+    std::vector<CallSite> sites;
+    if (index && index->function_die(entry, &function) && function_entry(&function, &start) &&
+        start == entry)
+      sites = call_sites(&function);
+    it = sites_by_entry.emplace(entry, std::move(sites)).first;
+  }
+  return it->second.empty() ? nullptr : &it->second;
+}
+
+bool ModuleData::resolve(bool has_entry, uint64_t entry, const std::string& name,
+                         uint64_t* out) const {
+  if (has_entry) {
+    *out = entry;
+    return true;
+  }
+  return !name.empty() && symbols.address_of(name, out);
+}
 
 void ModuleData::open(const std::string& module_path, const std::string& expected,
                       const SearchOptions& options) {
@@ -104,6 +143,8 @@ void ModuleData::open(const std::string& module_path, const std::string& expecte
       debug_file = debug.file->path();
     } else if (!notes.empty() && error.empty()) {
       error = notes.front();
+    } else if (!notes.empty() && notes.back().rfind("debuginfod", 0) == 0) {
+      error += "; " + notes.back();  // the network's answer, too: why nothing came from there
     }
   }
   if (dwarf) {
@@ -193,6 +234,83 @@ AddressInfo Module::lookup(uint64_t address) {
   return info;
 }
 
+CallTarget Module::call_target(uint64_t return_address) {
+  CallTarget target;
+  auto& d = *data_;
+  uint64_t entry = 0;
+  if (return_address == 0 || !d.entry_of(return_address - 1, &entry)) return target;
+  const std::vector<internal::CallSite>* sites = d.sites_of(entry);
+  if (sites == nullptr) return target;
+  for (const internal::CallSite& site : *sites) {
+    if (site.return_pc != return_address || site.tail) continue;
+    target.known = site.has_entry || !site.target_name.empty();
+    target.has_entry = site.has_entry;
+    target.entry = site.entry;
+    target.name = site.target_name;
+    break;
+  }
+  return target;
+}
+
+std::vector<TailCallFrame> Module::tail_calls(const CallTarget& call, Module& caller,
+                                              uint64_t callee_address) {
+  // Functions of both modules take part when the caller's module is
+  // another (a program's function tail-calling into libc): this module's
+  // entries and return addresses carry kHere, the caller's none.
+  constexpr uint64_t kHere = 1ull << 63;
+  internal::ModuleData& here = *data_;
+  internal::ModuleData& there = *caller.data_;
+  const bool same = &here == &there;
+  const uint64_t tag = same ? 0 : kHere;
+  auto module_of = [&](uint64_t tagged) -> internal::ModuleData& {
+    return (tagged & kHere) || same ? here : there;
+  };
+  // A target named in `from`: defined there, else (from the caller's
+  // module) in this one, as the dynamic linker would bind it.
+  auto resolve = [&](internal::ModuleData& from, bool has_entry, uint64_t entry,
+                     const std::string& name, uint64_t* out) {
+    uint64_t from_tag = &from == &here ? tag : 0;
+    if (from.resolve(has_entry, entry, name, out)) {
+      *out |= from_tag;
+      return true;
+    }
+    if (&from == &here || !here.resolve(false, 0, name, out)) return false;
+    *out |= tag;
+    return true;
+  };
+  std::vector<TailCallFrame> out;
+  uint64_t first = 0, callee = 0;
+  if (!call.known || !here.entry_of(callee_address, &callee) ||
+      !resolve(there, call.has_entry, call.entry, call.name, &first))
+    return out;
+  callee |= tag;
+  std::map<uint64_t, std::vector<internal::CallSite>> tagged;  // this module's sites, tagged
+  auto chain = internal::tail_call_chain(
+      first, callee,
+      [&](uint64_t entry) -> const std::vector<internal::CallSite>* {
+        const auto* sites = module_of(entry).sites_of(entry & ~kHere);
+        if (sites == nullptr || !(entry & kHere) || same) return sites;
+        auto [it, fresh] = tagged.try_emplace(entry);
+        if (fresh) {
+          it->second = *sites;
+          for (auto& site : it->second) site.return_pc |= kHere;
+        }
+        return &it->second;
+      },
+      [&](const internal::CallSite& site, uint64_t* entry) {
+        return resolve(module_of(site.return_pc), site.has_entry, site.entry, site.target_name,
+                       entry);
+      });
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    uint64_t pc = it->return_pc & ~kHere;
+    if (pc == 0) return {};
+    bool in_caller = !same && !(it->return_pc & kHere);
+    Module& m = in_caller ? caller : *this;
+    out.push_back({pc, m.lookup(pc - 1), in_caller});
+  }
+  return out;
+}
+
 bool Module::is_sigreturn_trampoline(uint64_t address) const {
   const char* name = data_->symbols.starting_at(address);
   return name != nullptr && std::strcmp(name, "__restore_rt") == 0;
@@ -215,6 +333,32 @@ const std::string& Module::build_id() const {
 }
 const std::string& Module::error() const {
   return data_->error;
+}
+
+Symbolizer::Symbolizer(SearchOptions options) : options_(std::move(options)) {
+  if (!options_.debuginfod)
+    options_.debuginfod = std::make_shared<internal::Debuginfod>(options_.network_budget_s);
+}
+
+void Symbolizer::open_all(const std::vector<std::pair<std::string, std::string>>& modules) {
+  internal::Debuginfod& net = *options_.debuginfod;
+  net.set_deferring(true);
+  for (const auto& [path, build_id] : modules) module(path, build_id);
+  net.set_deferring(false);
+  std::vector<std::string> wanted = net.take_deferred();
+  if (wanted.empty()) return;
+  net.fetch(wanted);
+  // Open again, with the answers, the modules that were waiting for them.
+  for (auto it = modules_.begin(); it != modules_.end();) {
+    const Module& m = *it->second;
+    bool waited = std::find(wanted.begin(), wanted.end(), m.build_id()) != wanted.end();
+    it = waited && !has_dwarf(m.debug_source()) ? modules_.erase(it) : std::next(it);
+  }
+  for (const auto& [path, build_id] : modules) module(path, build_id);
+}
+
+bool Symbolizer::network_pending() const {
+  return options_.debuginfod && options_.debuginfod->pending();
 }
 
 Module& Symbolizer::module(const std::string& path, const std::string& expected_build_id) {

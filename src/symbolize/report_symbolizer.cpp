@@ -1,5 +1,7 @@
 #include "symbolize/report_symbolizer.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <vector>
 
@@ -13,7 +15,8 @@ using Json = nlohmann::ordered_json;
 
 // The fields this symbolizer owns on a native frame; they are replaced as a
 // whole on every run, which keeps repeated runs from piling up.
-constexpr const char* kFrameFields[] = {"function", "file", "line", "column", "inlined"};
+constexpr const char* kFrameFields[] = {"function", "file",    "line",
+                                        "column",   "inlined", "tail_calls"};
 constexpr const char* kModuleFields[] = {"debug_source", "debug_file", "debug_error"};
 
 std::string string_field(const Json& obj, const char* key) {
@@ -46,9 +49,31 @@ Json location_json(const SourceLocation& loc) {
   return j;
 }
 
+// The real function's position on `obj`, and the inlined calls at it.
+void put_location(Json& obj, const AddressInfo& info) {
+  if (info.empty()) return;
+  Json loc = location_json(info.frames.back());
+  for (auto& [key, value] : loc.items()) obj[key] = value;
+  if (info.frames.size() > 1) {
+    Json inlined = Json::array();
+    for (size_t i = 0; i + 1 < info.frames.size(); ++i)
+      inlined.push_back(location_json(info.frames[i]));
+    obj["inlined"] = std::move(inlined);
+  }
+}
+
 struct PendingFrame {
   Json* frame;
   uint64_t address;  // already adjusted by the pc-1 rule
+};
+
+// A native frame in a thread's order, for the tail calls between neighbours.
+struct ThreadFrame {
+  Json* frame;
+  std::string path;
+  uint64_t address;  // as looked up (pc-1 rule applied)
+  uint64_t offset;   // the frame's own module offset
+  bool returns;      // offset is a return address: a call is behind it
 };
 
 struct ModuleWork {
@@ -68,6 +93,39 @@ bool is_exact_pc(bool first_native, const Json& frame, const Json* prev_native,
   if (prev_native == nullptr) return false;
   if (!prev_was_first && bool_field(*prev_native, "signal_frame")) return true;
   return string_field(*prev_native, "symbol") == "__restore_rt";
+}
+
+// Frames a tail call left off the stack, from the call-site records (see
+// tail_calls.h), on the frame the tail calls led to: `tail_calls`, innermost
+// first, each marked "tail_call": true.
+void add_tail_calls(const std::vector<ThreadFrame>& order, std::map<std::string, ModuleWork>& work,
+                    Symbolizer& symbolizer) {
+  for (size_t i = 0; i + 1 < order.size(); ++i) {
+    const ThreadFrame& callee = order[i];
+    const ThreadFrame& caller = order[i + 1];
+    // Only a return address has a call behind it.
+    if (callee.path.empty() || caller.path.empty() || !caller.returns) continue;
+    Module& callee_module = symbolizer.module(callee.path, work[callee.path].build_id);
+    Module& caller_module = symbolizer.module(caller.path, work[caller.path].build_id);
+    if (!has_dwarf(callee_module.debug_source()) || !has_dwarf(caller_module.debug_source()))
+      continue;
+    CallTarget call = caller_module.call_target(caller.offset);
+    if (!call.known) continue;
+    auto frames = callee_module.tail_calls(call, caller_module, callee.address);
+    if (frames.empty()) continue;
+    Json list = Json::array();
+    for (const TailCallFrame& t : frames) {
+      Json entry = Json::object();
+      put_location(entry, t.info);
+      char offset[32];
+      snprintf(offset, sizeof offset, "0x%llx", static_cast<unsigned long long>(t.return_address));
+      if (t.in_caller_module) entry["module"] = caller.path;
+      entry["module_offset"] = offset;
+      entry["tail_call"] = true;
+      list.push_back(std::move(entry));
+    }
+    (*callee.frame)["tail_calls"] = std::move(list);
+  }
 }
 
 }  // namespace
@@ -140,9 +198,26 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
     }
   }
 
+  std::vector<std::vector<ThreadFrame>> thread_frames;
   auto threads = report.find("threads");
   if (threads == report.end() || threads->is_null()) return stats;
   if (!threads->is_array()) throw BadReport("\"threads\" is not an array");
+  // Every module frames point into, opened at once: the debug files
+  // debuginfod has to send come concurrently, within one network budget.
+  std::vector<std::pair<std::string, std::string>> wanted;
+  for (const auto& thread : *threads) {
+    auto frames = thread.is_object() ? thread.find("frames") : thread.end();
+    if (!thread.is_object() || frames == thread.end() || !frames->is_array()) continue;
+    for (const auto& frame : *frames) {
+      std::string path = frame.is_object() ? string_field(frame, "module") : std::string();
+      if (path.empty() ||
+          std::any_of(wanted.begin(), wanted.end(), [&](const auto& m) { return m.first == path; }))
+        continue;
+      auto w = work.find(path);
+      wanted.emplace_back(path, w == work.end() ? std::string() : w->second.build_id);
+    }
+  }
+  symbolizer.open_all(wanted);
   for (auto& thread : *threads) {
     if (!thread.is_object()) continue;
     auto frames = thread.find("frames");
@@ -150,25 +225,35 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
     const Json* prev_native = nullptr;
     bool prev_was_first = false;
     bool prev_trampoline = false;
+    std::vector<ThreadFrame>& order = thread_frames.emplace_back();
     for (auto& frame : *frames) {
       if (!frame.is_object() || string_field(frame, "kind") == "python") continue;
       bool first = prev_native == nullptr;
       bool exact = is_exact_pc(first, frame, prev_native, prev_was_first) || prev_trampoline;
+      // Not a return address: where the thread stopped, a frame a signal
+      // interrupted (marked, or the one above the sigreturn trampoline).
+      bool returns = !first && !bool_field(frame, "signal_frame") && !prev_trampoline &&
+                     string_field(*prev_native, "symbol") != "__restore_rt";
       prev_native = &frame;
       prev_was_first = first;
       prev_trampoline = false;
       ++stats.native_frames;
 
       std::string path = string_field(frame, "module");
-      if (path.empty()) continue;
+      if (path.empty()) {
+        order.push_back({&frame, "", 0, 0, false});
+        continue;
+      }
       ModuleWork& w = work[path];
       uint64_t offset = 0;
       if (!address_field(frame, "module_offset", &offset)) {
         // Older or partial reports: derive it from pc and the load bias.
         uint64_t pc = 0, bias = 0;
         if (!w.entry || !address_field(frame, "pc", &pc) ||
-            !address_field(*w.entry, "load_bias", &bias) || pc < bias)
+            !address_field(*w.entry, "load_bias", &bias) || pc < bias) {
+          order.push_back({&frame, "", 0, 0, false});
           continue;
+        }
         offset = pc - bias;
       }
       // A signal handler returns to the first byte of the sigreturn
@@ -178,8 +263,10 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
         exact = true;
         prev_trampoline = true;
       }
+      uint64_t own = offset;
       if (!exact && offset > 0) --offset;
       w.frames.push_back({&frame, offset});
+      order.push_back({&frame, path, offset, own, returns});
     }
   }
 
@@ -217,18 +304,12 @@ ReportStats symbolize_report(Json& report, Symbolizer& symbolizer) {
       }
       if (info.empty()) continue;
       const SourceLocation& real = info.frames.back();
-      Json loc = location_json(real);
-      for (auto& [key, value] : loc.items()) frame[key] = value;
-      if (info.frames.size() > 1) {
-        Json inlined = Json::array();
-        for (size_t i = 0; i + 1 < info.frames.size(); ++i)
-          inlined.push_back(location_json(info.frames[i]));
-        frame["inlined"] = std::move(inlined);
-      }
+      put_location(frame, info);
       if (!real.function.empty()) ++stats.named;
       if (real.line > 0) ++stats.with_lines;
     }
   }
+  for (const auto& order : thread_frames) add_tail_calls(order, work, symbolizer);
   // After the lines: an AOTInductor kernel's call is found by its caller's line.
   annotate_inductor_kernels(report);
   return stats;

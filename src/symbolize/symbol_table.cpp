@@ -71,6 +71,15 @@ bool SymbolTable::has_symbol_at(const std::string& name, uint64_t address) const
   return false;
 }
 
+bool SymbolTable::address_of(const std::string& name, uint64_t* address) const {
+  auto range = by_name_.equal_range(name);
+  if (range.first == range.second) return false;
+  for (auto it = range.first; it != range.second; ++it)
+    if (it->second != range.first->second) return false;
+  *address = range.first->second;
+  return true;
+}
+
 const char* SymbolTable::find(uint64_t address, uint64_t* start) const {
   auto it = std::upper_bound(symbols_.begin(), symbols_.end(), address,
                              [](uint64_t a, const Symbol& s) { return a < s.address; });

@@ -25,6 +25,9 @@ class SymbolTable {
   const char* find(uint64_t address, uint64_t* start = nullptr) const;
   // True when a function symbol named `name` starts at `address`.
   bool has_symbol_at(const std::string& name, uint64_t address) const;
+  // The one address the function symbols named `name` give; false when no
+  // symbol or several at different addresses (local functions of one name).
+  bool address_of(const std::string& name, uint64_t* address) const;
   // The symbol that starts exactly at `address`, or null.
   const char* starting_at(uint64_t address) const;
   bool empty() const { return symbols_.empty(); }

@@ -24,7 +24,8 @@ namespace faultline::symbolize {
 
 namespace internal {
 class ModuleData;
-}
+class Debuginfod;
+}  // namespace internal
 
 // One source position, innermost-first member of an inline chain.
 struct SourceLocation {
@@ -46,6 +47,23 @@ struct AddressInfo {
   // symbol table, when it names the same function, has its full signature.
   bool function_from_scopes = false;
   bool empty() const { return frames.empty(); }
+};
+
+// What the call-site record of a call names as the function called (see
+// tail_calls.h); known is false when there is no record or it names none
+// (an indirect call).
+struct CallTarget {
+  bool known = false;
+  bool has_entry = false;  // the function's code is in the caller's module, at entry
+  uint64_t entry = 0;
+  std::string name;  // its linkage (or source) name, to find it in another module
+};
+
+// A function that a tail call left off the stack.
+struct TailCallFrame {
+  uint64_t return_address = 0;    // after its jump (gdb's pc of such a frame)
+  AddressInfo info;               // what return_address - 1 resolves to
+  bool in_caller_module = false;  // in the caller's module, not the callee's
 };
 
 // Where a module's debug information came from; the names are the values of
@@ -74,6 +92,11 @@ struct SearchOptions {
   std::string system_debug_root = "/usr/lib/debug";
   // Ask a debuginfod server when DEBUGINFOD_URLS is set and nothing local matched.
   bool use_debuginfod = true;
+  // Seconds the whole run may wait for debuginfod servers (--network-budget,
+  // FAULTLINE_NETWORK_BUDGET); 0 asks none.
+  double network_budget_s = 10;
+  // The run's fetches, shared by its modules; made on first use when null.
+  std::shared_ptr<internal::Debuginfod> debuginfod;
 };
 
 class Module {
@@ -89,6 +112,15 @@ class Module {
   // `address` is an ELF virtual address (the report's module_offset; for a
   // return address the caller subtracts one first).
   AddressInfo lookup(uint64_t address);
+
+  // The call-site record of the call that returns to `return_address`.
+  CallTarget call_target(uint64_t return_address);
+  // The frames tail calls removed between a call to `call` (the CallTarget
+  // of a call in `caller`, this module or another) and this module's code at
+  // `callee_address`, innermost first; empty when the call went there
+  // directly or the records do not say for certain.
+  std::vector<TailCallFrame> tail_calls(const CallTarget& call, Module& caller,
+                                        uint64_t callee_address);
 
   // True when `address` is the first byte of the sigreturn trampoline
   // (glibc's __restore_rt), by the module's symbol tables.
@@ -113,8 +145,14 @@ class Module {
 // A cache of modules keyed by (path, expected build-id).
 class Symbolizer {
  public:
-  explicit Symbolizer(SearchOptions options) : options_(std::move(options)) {}
+  explicit Symbolizer(SearchOptions options);
   Module& module(const std::string& path, const std::string& expected_build_id);
+  // Opens these modules (path, expected build-id), fetching from debuginfod
+  // the debug files of all that need it at once, within the network budget.
+  void open_all(const std::vector<std::pair<std::string, std::string>>& modules);
+  // True when a debuginfod fetch cut off at the budget is still winding down
+  // (the process may end without waiting for it).
+  bool network_pending() const;
   const SearchOptions& options() const { return options_; }
 
  private:

@@ -336,6 +336,9 @@ class Result:
         self.gaps = []       # (case, gdb frame index, name): frames gdb shows that the report skips
         self.extra = []      # (case, report frame index, symbol): frames the report has and gdb not
         self.synthetic = []  # (case, name): gdb's tail-call frames, not on the stack
+        self.tail_agree = 0  # gdb's tail-call frames the symbolized report has, marked
+        self.tail_misses = []  # gdb's tail-call frames the symbolized report lacks or misnames
+        self.tail_extra = []  # the symbolized report's tail-call frames gdb does not show
         self.raw_misses = []
         self.sym_misses = []
         self.inconsistent = []  # the raw symbol and the symbolized function differ
@@ -357,14 +360,18 @@ class Result:
                  f"names agreeing only as aliases of one address: {self.aliases}",
                  f"gaps (frames gdb shows, the report skips): {len(self.gaps)}",
                  f"extra frames (the report has, gdb not): {len(self.extra)}",
-                 f"gdb tail-call frames (not on the stack): {len(self.synthetic)}",
+                 f"gdb tail-call frames (not on the stack): {len(self.synthetic)}, "
+                 f"{self.tail_agree} in the symbolized report",
+                 f"tail-call frames gdb does not show: {len(self.tail_extra)}",
                  f"real frames whose raw and symbolized names differ: {len(self.inconsistent)} "
                  f"of {self.real_frames}"]
         for title, items in (("errors", self.errors), ("gaps", self.gaps),
                              ("extra", self.extra), ("raw misses", self.raw_misses),
                              ("symbolized misses", self.sym_misses),
                              ("raw and symbolized names differ", self.inconsistent),
-                             ("tail-call frames", self.synthetic)):
+                             ("tail-call frames", self.synthetic),
+                             ("tail-call frames missed", self.tail_misses),
+                             ("tail-call frames gdb does not show", self.tail_extra)):
             if items:
                 lines.append(f"-- {title}:")
                 lines += [f"   {i}" for i in items]
@@ -386,9 +393,12 @@ def compare_case(case, res, aliases):
     names = demangle([f.get("symbol") for f in raw])
     truncated = len(case.gdb["frames"]) >= MAX_FRAMES or len(raw) >= MAX_FRAMES
     j = 0
+    # gdb's tail-call frames by the report frame they follow (the callee).
+    expected_tails, last_found, pending_tails = {}, None, []
     for gi, g in enumerate(groups):
         if g["synthetic"]:
             res.synthetic.append(f"{case.id} #{gi} {g['names'][-1]}")
+            pending_tails.append(g)
             continue
         found = None
         for k in range(j, min(j + 4, len(raw))):
@@ -401,6 +411,9 @@ def compare_case(case, res, aliases):
             continue
         for k in range(j, found):
             res.extra.append(f"{case.id} report #{k} {raw[k]['pc']} {raw[k].get('symbol')}")
+        if pending_tails and last_found is not None:
+            expected_tails[last_found] = pending_tails
+        pending_tails, last_found = [], found
         j = found + 1
         rf, sf = raw[found], sym[found]
         module = rf.get("module")
@@ -442,6 +455,34 @@ def compare_case(case, res, aliases):
                 res.aliases += 1
             elif len(chain) == len(g["names"]):
                 res.sym_misses.append(f"{case.id} #{gi}.{n_i}: gdb {gname!r}, symbolized {mine!r}")
+    compare_tail_calls(case, sym, expected_tails, res, aliases)
+
+
+def compare_tail_calls(case, sym, expected, res, aliases):
+    """Tail-call frames: every one gdb shows after a real frame is in that
+    frame's `tail_calls` (innermost first, marked), named as gdb names it
+    (gdb names the innermost function at the site: an inlined one, if any);
+    and no frame has tail calls where gdb shows none."""
+    for k, f in enumerate(sym):
+        mine = f.get("tail_calls", [])
+        want = expected.get(k, [])
+        for t in mine:
+            if t.get("tail_call") is not True:
+                res.tail_misses.append(f"{case.id} report #{k}: tail call not marked: {t}")
+        for n_i, g in enumerate(want):
+            gname = g["names"][-1]
+            t = mine[n_i] if n_i < len(mine) else None
+            ours = None
+            if t:
+                ours = (t.get("inlined") or [t])[0].get("function")
+            if ours and (names_agree(gname, ours) or aliases.same(f.get("module"), gname, ours)
+                         or aliases.same(f.get("module"), gname, t.get("function"))):
+                res.tail_agree += 1
+            else:
+                res.tail_misses.append(f"{case.id} report #{k}: gdb tail call {gname!r}, "
+                                       f"symbolized {ours!r}")
+        for t in mine[len(want):]:
+            res.tail_extra.append(f"{case.id} report #{k}: {t.get('function')!r}")
 
 
 def corpus_addresses(cases_):

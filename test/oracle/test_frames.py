@@ -98,3 +98,9 @@ def test_name_keys():
                                   "_M_invoke")
     assert not oracle.names_agree("(anonymous namespace)::hidden_fault", "hidden_fault")
     assert not oracle.names_agree("level2", "level3")
+
+
+def test_tail_call_frames_agree_with_gdb(result):
+    """Every tail-call frame gdb shows (the `tail` scenario, glibc's qsort) is
+    in the symbolized report, marked, and none where gdb shows none."""
+    assert not result.tail_misses and not result.tail_extra, result.summary()
