@@ -541,7 +541,8 @@ def register(signum, file=None, all_threads=True, chain=False):
         raise RuntimeError(f"signal {signo} cannot be registered, use enable() instead")
     if signo in (_SIGKILL, _SIGSTOP):
         raise OSError(22, "Invalid argument")
-    thread_signal = _current_options().thread_signal
+    report = not chain and _ensure_installed()
+    thread_signal = _current_options().thread_signal if _lib is not None else 0
     if thread_signal > 0 and signo == thread_signal:
         # Taken as a thread's answer to a stack request, never as a dump:
         # registered, it would do nothing at all.
@@ -549,7 +550,6 @@ def register(signum, file=None, all_threads=True, chain=False):
             f"signal {signo} is faultline's thread-stack signal (FAULTLINE_THREAD_SIGNAL) and "
             "cannot be the dump signal; register another signal, or move the thread-stack "
             "signal with FAULTLINE_THREAD_SIGNAL")
-    report = not chain and _ensure_installed()
     if report:
         _fh.unregister(signo)  # faultline's handler goes in behind faulthandler's
         _registered = signo

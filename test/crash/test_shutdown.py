@@ -101,6 +101,10 @@ def test_shutdown_report_then_the_signals_own_course(mode, env):
     fns = python_functions(rep)
     assert "all_reduce_stand_in" in fns and "sync_grads" in fns
     assert len(rep["threads"]) >= 2  # every thread, the sleeping worker too
+    # A stopped rank is no crash: no fatal-error text for log scrapers to
+    # count, one line that says what the report is.
+    assert "Fatal Python error" not in err and "Current thread" not in err, err
+    assert "faultline: " in err and "shutdown" in err, err
 
 
 def test_own_handler_installed_after_faultline_runs_as_before():

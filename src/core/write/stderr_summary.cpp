@@ -301,6 +301,14 @@ void write_stderr_summary(const Capture& c, const Config& cfg) {
   const SignalInfo* si = find_signal(c.signo);
   const char* desc = si ? si->description : "Fatal signal";
   const ThreadCapture* t = crashed_thread(c);
+  if (c.kind == CaptureKind::kShutdown) {
+    // Not a crash: the job is being stopped (torchrun's SIGTERM to the ranks
+    // that survived). One line, and no fatal-error text that a log scraper
+    // would count as a crash of this rank.
+    raw_log("faultline: ");
+    write_escaped_line(c.summary, str_nlen(c.summary, sizeof c.summary));
+    return;
+  }
   const char* mode = text_mode(c);
   bool theirs = mode && str_eq(mode, "on");  // faulthandler wrote the Python text
   if (c.python.present && !theirs) {
