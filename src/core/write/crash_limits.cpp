@@ -120,8 +120,7 @@ bool same_crash_suppressed(Capture* c) {
   // stopped job leaves one, often with one signature (all wait in the same
   // collective), and `faultline job` needs each.
   if (c->kind == CaptureKind::kDump || c->kind == CaptureKind::kShutdown ||
-      cfg.same_crash_count <= 0 || cfg.same_crash_seconds <= 0 ||
-      !valid_signature(c->signature)) {
+      cfg.same_crash_count <= 0 || cfg.same_crash_seconds <= 0 || !valid_signature(c->signature)) {
     return false;
   }
   // Past RLIMIT_FSIZE the state's write fails (EFBIG) instead of ending the process.

@@ -3,6 +3,8 @@
 // trampoline, and from a call through a bad function pointer. Also the
 // module snapshot against the crash-time link-map walk.
 #define UNW_LOCAL_ONLY
+#include "core/unwind/cfi/engine.h"
+
 #include <dlfcn.h>
 #include <doctest/doctest.h>
 #include <libunwind.h>
@@ -15,7 +17,6 @@
 #include "core/base/safe_read.h"
 #include "core/modules/module_snapshot.h"
 #include "core/modules/modules.h"
-#include "core/unwind/cfi/engine.h"
 #include "core/unwind/cfi/table.h"
 #include "install/module_snapshot_refresh.h"
 
