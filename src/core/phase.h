@@ -82,7 +82,7 @@ inline constexpr const PhaseInfo& phase_info(Phase p) {
 // write, under the same second stage.
 constexpr bool phase_runs_late(Phase p) {
   return p == Phase::kAnnotations || p == Phase::kDiagnosis || p == Phase::kThreadsCollect ||
-         p == Phase::kSymbols || p == Phase::kClassify;
+         p == Phase::kSymbols || p == Phase::kClassify || p == Phase::kReraise;
 }
 
 }  // namespace faultline::core

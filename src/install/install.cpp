@@ -300,6 +300,13 @@ void install_crash_handlers(const Config* cfg) {
   for (int s = 1; s < 64; ++s) {
     bool want = (cfg->signals >> s) & 1;
     if (want && !g_crash.handled[s]) {
+      struct sigaction cur;
+      // A shutdown signal the process inherited as ignored stays ignored:
+      // a handler would interrupt system calls and be lost across exec.
+      if (is_shutdown(s) && real_sigaction(s, nullptr, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+          cur.sa_handler == SIG_IGN) {
+        continue;
+      }
       if (real_sigaction(s, &sa, &g_crash.previous[s]) == 0) {
         g_crash.earlier[s] = handler_fn(g_crash.previous[s]);
         g_crash.previous_later[s] = false;

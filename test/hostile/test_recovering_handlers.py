@@ -164,6 +164,15 @@ def test_a_later_handler_kept_behind_faultline_gets_the_report_first(tmp_path, o
         fltest.validate(rep)
 
 
+def test_other_threads_run_on_after_a_later_handler_jumps_away_from_its_report(tmp_path):
+    # Report first, then the program's handler siglongjmps out: it never
+    # comes back to faultline, so the other threads cannot wait for its
+    # verdict. They were frozen until faultline's park timeout (120 s).
+    r = run(tmp_path, "after", "probe", "3", FAULTLINE_STAY_IN_FRONT="1", RECOVERING_TICKER="1")
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    assert r.stdout == "ticking\nsurvived 4\n", r.stdout + r.stderr
+
+
 def test_a_later_handler_that_moves_the_pc_gets_each_early_report_withdrawn(tmp_path):
     # Report first (it may _exit), then it returns with the pc moved: the
     # fault was recovered, so the report is taken back and stderr says so.

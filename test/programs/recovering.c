@@ -125,6 +125,19 @@ static void install_handler(void) {
 static int g_count;
 static int g_thread_survived[8];
 
+/* RECOVERING_TICKER: a thread that only counts, to show whether the other
+ * threads keep running while the handler recovers. */
+static volatile long g_ticker_ticks;
+static void* ticker(void* arg) {
+  (void)arg;
+  for (;;) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+    ++g_ticker_ticks;
+  }
+  return NULL;
+}
+
 static void* prober(void* arg) {
   int* survived = arg;
   for (int i = 0; g_count < 0 || i < g_count; ++i) {
@@ -168,6 +181,13 @@ int main(int argc, char** argv) {
   int survived = 0;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
+  int ticking = getenv("RECOVERING_TICKER") != NULL;
+  if (ticking) {
+    pthread_t t;
+    pthread_create(&t, NULL, ticker, NULL);
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL);
+  }
   if (!strcmp(g_mode, "probe") || !strcmp(g_mode, "oneshot") || !strcmp(g_mode, "nodefer")) {
     int save_mask = strcmp(g_mode, "nodefer") != 0;
     for (int i = 0; i < count; ++i) {
@@ -176,6 +196,12 @@ int main(int argc, char** argv) {
       } else {
         ++survived;
       }
+    }
+    if (ticking) {
+      long before = g_ticker_ticks;
+      struct timespec ts = {0, 300000000};
+      nanosleep(&ts, NULL);
+      printf("%s\n", g_ticker_ticks > before ? "ticking" : "frozen");
     }
     g_fix = 1;
     *(volatile char*)g_page = 1; /* fixed by the handler, then retried */

@@ -37,7 +37,8 @@ def test_rank_2_is_the_root_cause_the_others_collateral(tmp_path):
     baseline = rootrun.run(args(), base_dir, preload=False, timeout=300)
     work = tmp_path / "with"
     work.mkdir()
-    r = rootrun.run(args(), work, timeout=300)
+    # Shutdown reports are asked for (they are off by default).
+    r = rootrun.run(args(), work, env={"FAULTLINE_SHUTDOWN_REPORTS": "1"}, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == baseline.returncode != 0, out
     print(out[-4000:])

@@ -227,11 +227,12 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
   // which a thread parked in dlopen would hold until released.
   const bool own_first = libunwind_available();
   if (own_first) unwind_own();
-  run_phase(Phase::kThreads, c, [&] {
-    c->nthreads =
-        ask_other_threads(c->threads, kMaxThreads, cfg.max_threads, cfg.max_frames, c->modules,
-                          arena, &c->threads_total, &c->threads_cut, &c->errors);
-  });
+  if (!c->own_thread_only)
+    run_phase(Phase::kThreads, c, [&] {
+      c->nthreads =
+          ask_other_threads(c->threads, kMaxThreads, cfg.max_threads, cfg.max_frames, c->modules,
+                            arena, &c->threads_total, &c->threads_cut, &c->errors);
+    });
   if (!own_first) unwind_own();
   run_phase(Phase::kPython, c, [&] {
     capture_python(c->modules, arena, &c->python, kMaxThreads, cfg.max_frames, &c->errors);
@@ -240,7 +241,7 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
   // Cut short (the watchdog's first stage jumps out of the wait, or a
   // fault): once more, without waiting, so the answers that came are kept
   // and the rest noted.
-  volatile bool collected = false;
+  volatile bool collected = c->own_thread_only;
   for (int attempt = 0; attempt < 2 && !collected; ++attempt) {
     run_phase(Phase::kThreadsCollect, c, [&] {
       c->nthreads = collect_other_threads(c->threads, cfg.thread_timeout_ms, c->modules,

@@ -339,6 +339,10 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
       const char* now = path_basename(last_report_path());
       if (!str_eq(now, before)) str_copy(written, sizeof written, now);
       release_ownership();
+      // The program's handler may jump away and never come back here: the
+      // other threads cannot wait for its verdict (they would stay frozen
+      // under a runtime that recovered). The report is out.
+      threads_release_held();
     } else {
       // Another thread owned the crash (ours is listed in its report). A
       // runtime faulting on several threads at once recovers that one too,
@@ -349,7 +353,7 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
   }
   Outcome outcome = call(st, signo, info, ucv, own, st != &unlisted, &pending);
   apply_deferred(st, signo);
-  // The other threads stayed held while the program's handler decided; the
+  // Held by another thread's report meanwhile (ours let them go above): the
   // process goes on unless it meant to die.
   if (outcome != Outcome::kFatal) threads_release_held();
   if (outcome == Outcome::kRecovered) withdraw(written);

@@ -100,6 +100,11 @@ void crash_work(void* arg) {
   CaptureKind kind = terminating             ? CaptureKind::kTerminate
                      : is_shutdown(w->signo) ? CaptureKind::kShutdown
                                              : CaptureKind::kCrash;
+  if (kind == CaptureKind::kShutdown && handler_fn(g_crash.previous[w->signo]).fn > 1) {
+    // The program's own handler takes the signal next and may go on (a
+    // checkpoint, then exit): the other threads must not have been stopped.
+    c->own_thread_only = true;
+  }
   capture_all(c, kind, w->signo, w->info, w->ucv);
   // The file first: stderr may be a dead or full pipe.
   Writer nobody = Writer::kNobody;

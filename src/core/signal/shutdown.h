@@ -1,8 +1,8 @@
 // Shutdown reports: SIGTERM, reported as kind "shutdown" before it takes
 // its normal course (the program's own handler, else the default action).
-// On under torchrun, which stops a job's surviving ranks with SIGTERM when
-// one fails, so that each leaves the stacks it was stopped in;
-// FAULTLINE_SHUTDOWN_REPORTS=1 turns it on for other launchers, =0 off.
+// FAULTLINE_SHUTDOWN_REPORTS=1 turns it on: under torchrun, which stops a
+// job's surviving ranks with SIGTERM when one fails, each then leaves the
+// stacks it was stopped in. Never over an ignored SIGTERM (inherited SIG_IGN).
 //
 // Not SIGINT: CPython installs its KeyboardInterrupt handler only over the
 // default disposition, so with faultline's handler there first a program's
@@ -27,7 +27,11 @@ void shutdown_set(uint64_t mask);
 // path. secure_getenv: a setuid program's caller does not turn it on.
 inline uint64_t shutdown_init(bool in_job) {
   const char* v = secure_getenv("FAULTLINE_SHUTDOWN_REPORTS");
-  bool on = v && *v ? !(v[0] == '0' && v[1] == '\0') : in_job;
+  // Off unless asked for, under torchrun too: faultline's SIGTERM handler
+  // is a C handler to Python, so signal.getsignal(SIGTERM) says None and a
+  // library that saves and restores the handler fails.
+  (void)in_job;
+  bool on = v && *v && !(v[0] == '0' && v[1] == '\0');
   uint64_t mask = on ? 1ull << SIGTERM : 0;
   shutdown_set(mask);
   return mask;

@@ -16,6 +16,7 @@
 #include "core/base/str.h"
 #include "core/base/sys.h"
 #include "core/capture.h"
+#include "core/capture/reraise.h"
 #include "core/capture/task_files.h"
 #include "core/crash_state.h"
 #include "core/diagnosis/diagnosis.h"
@@ -121,11 +122,15 @@ void write_partial_report() {
   // Stuck writing the minidump: its temporary file goes, and the report says so.
   if (discard_minidump_file(/*owner=*/false)) c->errors.add(phase_info(Phase::kMinidump).text);
   ThreadState* ts = thread_state();
+  // The owner may have been stuck before its re-raise phase: the original
+  // fault under a handler's re-raise is read here then (a no-op when done).
   if (!ts) {
+    recover_reraised_fault(c);
     diagnose(c);
     write_report(*c, true);
   } else if (sigsetjmp(ts->recover, 1) == 0) {
     ts->recover_armed = 1;
+    recover_reraised_fault(c);
     diagnose(c);
     write_report(*c, true);
   } else {

@@ -310,7 +310,10 @@ void write_stderr_summary(const Capture& c, const Config& cfg) {
     return;
   }
   const char* mode = text_mode(c);
-  bool theirs = mode && str_eq(mode, "on");  // faulthandler wrote the Python text
+  // faulthandler wrote the Python text: the package says so, or a handler
+  // that ran before faultline's (faulthandler.enable() after the preload)
+  // raised the fault again after writing its own: not twice.
+  bool theirs = (mode && str_eq(mode, "on")) || c.reraised.present;
   if (c.python.present && !theirs) {
     write_faulthandler_text(c, cfg, t, desc);
   } else if (!c.python.present) {
