@@ -198,3 +198,23 @@ def test_one_crash_brings_a_directory_of_many_small_reports_under_the_cap_oldest
     kept = sorted(int(p.rsplit("-", 1)[1][:-5], 16) for p in reports(tmp_path) if "oldhost" in p)
     assert kept and kept == list(range(100 - len(kept), 100))  # the oldest went
     assert len(kept) >= 45  # no more than needed
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to plant files as another user")
+@pytest.mark.parametrize("how", ["group-writable spool", "markers of another user"])
+def test_sent_markers_another_user_could_plant_do_not_count(tmp_path, how):
+    # The cap removes only what the spool says was sent; a spool others may
+    # write into, or a marker another user made, would let them have this
+    # user's unsent reports deleted.
+    spool = tmp_path / ".faultline-spool"
+    spool.mkdir()
+    old = seed(tmp_path, 5, 300 * 1024)
+    for p in old:
+        marker = spool / (p.name[:-5] + ".sent")
+        marker.write_text("{}")
+        if how == "markers of another user":
+            os.chown(marker, 65534, 65534)
+    if how == "group-writable spool":
+        os.chmod(spool, 0o770)
+    crash(tmp_path, "null-read", FAULTLINE_DIR_LIMIT_MB="1")
+    assert all(p.exists() for p in old), sorted(os.listdir(tmp_path))

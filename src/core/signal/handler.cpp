@@ -124,7 +124,6 @@ void crash_work(void* arg) {
   const bool suppressed = same_crash_suppressed(c);
   if (!suppressed) {
     w->written = write_report(*c, /*announce=*/false);
-    if (w->written) enforce_dir_limit(path_basename(last_report_path()));
   }
   // torchrun's agent reads this file to name the root cause (which a rank
   // it stopped is not).
@@ -141,6 +140,9 @@ void crash_work(void* arg) {
   // FAULTLINE_STDERR=0: nothing on stderr at all, not even the fallback copy.
   if (cfg.write_stderr && suppressed) announce_suppressed(*c);
   if (cfg.write_stderr && !suppressed) announce_report(*c, w->written);
+  // Last: listing a big (or network) directory may be slow, and the
+  // torchelastic file and stderr must not wait for it.
+  if (w->written) enforce_dir_limit(path_basename(last_report_path()));
 }
 
 void dump_work(void* arg) {

@@ -194,7 +194,20 @@ bool sent_or_no_spool(int spool_fd, const char* name, size_t stem) {
   m.add_n(name, stem).add(".sent");
   if (m.truncated()) return false;
   struct stat st;
-  return syscall(SYS_newfstatat, spool_fd, marker, &st, AT_SYMLINK_NOFOLLOW) == 0;
+  // A marker another user planted does not count: ours or root's (the
+  // uploader may run as root), a regular file.
+  if (syscall(SYS_newfstatat, spool_fd, marker, &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  uid_t me = static_cast<uid_t>(syscall(SYS_geteuid));
+  return S_ISREG(st.st_mode) && (st.st_uid == me || st.st_uid == 0);
+}
+
+// Whether the spool's markers can be believed: the folder is ours or
+// root's and nobody else may write into it. Else it keeps everything.
+bool spool_trusted(int spool_fd) {
+  struct stat st;
+  if (syscall(SYS_fstat, spool_fd, &st) != 0) return false;
+  uid_t me = static_cast<uid_t>(syscall(SYS_geteuid));
+  return (st.st_uid == me || st.st_uid == 0) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
 }
 
 bool same_stem(const char* a, const char* b, size_t n) {
@@ -296,6 +309,10 @@ void enforce_dir_limit(const char* keep) {
   // With a spool (an uploader works here), only what it has sent may go;
   // a spool we cannot read keeps everything.
   int spool_fd = openat(dir_fd, kSpool, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (spool_fd >= 0 && !spool_trusted(spool_fd)) {
+    close(spool_fd);
+    return;
+  }
   if (spool_fd >= 0 || errno == ENOENT) {
     size_t keep_stem = faultline_stem(keep ? keep : "");
     int removed = 0;
