@@ -81,6 +81,7 @@ static void* blocked_thread(void* arg) {
 /* A thread that never answers a signal: it waits for a vfork child (a
  * killable wait, which only a fatal signal ends) that waits for it to die.
  * SIGALRM blocked, so an alarm is never given to it. */
+static int g_vfork_ready[2] = {-1, -1}; /* the child's byte: its parent is in vfork */
 static void* unanswering_thread(void* arg) {
   (void)arg;
   sigset_t alrm;
@@ -90,6 +91,7 @@ static void* unanswering_thread(void* arg) {
   pthread_barrier_wait(&g_barrier);
   if (vfork() == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (g_vfork_ready[1] >= 0) write(g_vfork_ready[1], "r", 1);
     for (;;) pause();
   }
   return NULL;
@@ -301,8 +303,13 @@ int main(int argc, char** argv) {
     /* A supervisor's kill -ABRT arrives while the main thread is taking a
      * live dump (slow: a thread never answers). The process must still die
      * by SIGABRT. */
+    char ready;
+    if (pipe(g_vfork_ready) != 0) return 2;
     start_threads(1, unanswering_thread);
     pthread_barrier_wait(&g_barrier);
+    /* Only once that thread is in vfork, where it cannot answer: before,
+     * it could still answer and the dump end before the SIGABRT came. */
+    if (read(g_vfork_ready[0], &ready, 1) != 1) return 2;
     if (fork() == 0) {
       usleep(300000);
       kill(getppid(), SIGABRT);
