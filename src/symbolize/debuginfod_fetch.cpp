@@ -78,7 +78,8 @@ std::string cached_miss(const std::string& build_id) {
          std::to_string(static_cast<long>(age)) + " s ago; FAULTLINE_DEBUGINFOD_MISS_S)";
 }
 
-void remember_miss(const std::string& build_id, const std::string& why) {
+// Unused in a build without libdebuginfod (nothing is fetched there).
+[[maybe_unused]] void remember_miss(const std::string& build_id, const std::string& why) {
   std::string path = marker_path(build_id);
   if (path.empty() || miss_seconds() <= 0) return;
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
