@@ -154,7 +154,11 @@ size_t ArgScrubber::scrub(const char* arg, size_t n, char* buf, size_t cap) {
   }
   if (size_t h = secret_header_prefix(arg, n, extra_)) {  // `-H "Authorization: x"`
     out.add(arg, h);
-    out.add(kFiltered);
+    if (h < n) {
+      out.add(kFiltered);
+    } else {
+      filter_next_ = true;  // `-H "Authorization:" "Bearer x"`: the value is the next word
+    }
     return out.len;
   }
   // The first '=' of a KEY=VALUE; one after a '?' or '&' is a query's
@@ -174,7 +178,11 @@ size_t ArgScrubber::scrub(const char* arg, size_t n, char* buf, size_t cap) {
   if (eq < n) {  // `--header=PRIVATE-TOKEN: x`
     if (size_t h = secret_header_prefix(arg + eq + 1, n - eq - 1, extra_)) {
       out.add(arg, eq + 1 + h);
-      out.add(kFiltered);
+      if (eq + 1 + h < n) {
+        out.add(kFiltered);
+      } else {
+        filter_next_ = true;
+      }
       return out.len;
     }
   }

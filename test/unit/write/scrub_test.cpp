@@ -72,6 +72,12 @@ TEST_CASE("header-shaped values in one or two words") {
   CHECK(scrub({"Cookie: a=1; b=2", "X-Custom-Key:S6", "proxy-authorization:Basic x"}) ==
         std::vector<std::string>{"Cookie: [Filtered]", "X-Custom-Key:[Filtered]",
                                  "proxy-authorization:[Filtered]"});
+  // The value in the next word: `-H "Authorization:" "Bearer S8"`.
+  CHECK(scrub({"-H", "Authorization:", "Bearer S8", "-H", "Accept:", "text/plain"}) ==
+        std::vector<std::string>{"-H", "Authorization:", "[Filtered]", "-H",
+                                 "Accept:", "text/plain"});
+  CHECK(scrub({"--header=X-Api-Key: ", "S9", "x"}) ==
+        std::vector<std::string>{"--header=X-Api-Key: ", "[Filtered]", "x"});
   CHECK(scrub({"X-Wandb: S7", "X-Trace: 1"}, "wandb") ==
         std::vector<std::string>{"X-Wandb: [Filtered]", "X-Trace: 1"});
   // Not headers: URLs, host:port, times.
