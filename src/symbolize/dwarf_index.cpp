@@ -8,6 +8,8 @@
 #include <cstring>
 #include <queue>
 
+#include "symbolize/tail_calls.h"
+
 namespace faultline::symbolize::internal {
 namespace {
 
@@ -289,16 +291,21 @@ const std::string& DwarfIndex::name_of(Dwarf_Die* die, bool* from_scopes) {
     // its source name: C code may carry an assembler alias as linkage name
     // (glibc's __GI___libc_malloc for __libc_malloc). Both follow
     // DW_AT_abstract_origin and DW_AT_specification. A C++ function without
-    // a linkage name (GCC omits it for members of templates instantiated
-    // with local types, std::function's _M_invoke of a lambda, and for the
-    // lambdas themselves) gets the scopes of its declaration, as gdb does.
+    // a linkage name (GCC omits it for its lambdas, for members of templates
+    // instantiated with local types, std::function's _M_invoke of a lambda)
+    // is spelt as the demangled symbol of an out-of-line copy of it, so that
+    // its inlined and out-of-line frames, raw and symbolized, read alike;
+    // with no such copy, by the scopes of its declaration, as gdb does.
     const char* linkage = attr_string(die, DW_AT_linkage_name);
     if (linkage == nullptr) linkage = attr_string(die, DW_AT_MIPS_linkage_name);
     Name name;
     if (linkage && linkage[0] == '_' && linkage[1] == 'Z') name.text = demangle(linkage);
     if (name.text.empty() && is_cplusplus(die)) {
-      name.text = scoped_name(die);
-      name.from_scopes = !name.text.empty();
+      name.text = symbol_spelling(die);
+      if (name.text.empty()) {
+        name.text = scoped_name(die);
+        name.from_scopes = !name.text.empty();
+      }
     }
     if (name.text.empty()) {
       const char* plain = attr_string(die, DW_AT_name);
@@ -324,10 +331,7 @@ bool DwarfIndex::is_cplusplus(Dwarf_Die* die) {
   }
 }
 
-std::string DwarfIndex::scoped_name(Dwarf_Die* die) {
-  // The declaration carries the name and sits in the scopes: follow the
-  // abstract origin (inlined and out-of-line copies) and the specification
-  // (an out-of-class definition) to it.
+Dwarf_Die declaration_of(Dwarf_Die* die) {
   Dwarf_Die decl = *die;
   for (int hops = 0; hops < 8; ++hops) {
     Dwarf_Attribute attr;
@@ -338,6 +342,49 @@ std::string DwarfIndex::scoped_name(Dwarf_Die* die) {
     if (dwarf_formref_die(&attr, &next) == nullptr) break;
     decl = next;
   }
+  return decl;
+}
+
+std::string DwarfIndex::symbol_spelling(Dwarf_Die* die) {
+  if (!symbol_at_) return std::string();
+  Dwarf_Die decl = declaration_of(die);
+  const char* own = dwarf_diename(&decl);
+  Dwarf_Die cu;
+  if (own == nullptr || dwarf_diecu(die, &cu, nullptr, nullptr) == nullptr) return std::string();
+  auto u = unit_by_offset_.find(dwarf_dieoffset(&cu));
+  if (u == unit_by_offset_.end()) return std::string();
+  Unit& unit = units_[u->second];
+  if (!unit.indexed) index_unit(unit);
+  if (!unit.entries_built) {
+    unit.entries_built = true;
+    for (Scope& scope : unit.scopes) {
+      uint64_t entry = 0;
+      if (scope.parent >= 0 || dwarf_tag(&scope.die) != DW_TAG_subprogram ||
+          !function_entry(&scope.die, &entry))
+        continue;
+      Dwarf_Die its = declaration_of(&scope.die);
+      unit.entries_by_decl.emplace(dwarf_dieoffset(&its), entry);
+    }
+  }
+  // The copy's symbol must name the same function: GCC and Clang put a
+  // lambda's copies in its function's unit, and a symbol at the entry of a
+  // function is its own, but a clone or an alias could still differ.
+  std::string base = function_base_name(own);
+  auto copies = unit.entries_by_decl.equal_range(dwarf_dieoffset(&decl));
+  for (auto it = copies.first; it != copies.second; ++it) {
+    const char* symbol = symbol_at_(it->second);
+    if (symbol == nullptr || symbol[0] != '_' || symbol[1] != 'Z') continue;
+    std::string full = without_clone_suffix(demangle(symbol));
+    if (full != symbol && function_base_name(full) == base) return full;
+  }
+  return std::string();
+}
+
+std::string DwarfIndex::scoped_name(Dwarf_Die* die) {
+  // The declaration carries the name and sits in the scopes: follow the
+  // abstract origin (inlined and out-of-line copies) and the specification
+  // (an out-of-class definition) to it.
+  Dwarf_Die decl = declaration_of(die);
   const char* own = dwarf_diename(&decl);
   if (own == nullptr) return std::string();
   Dwarf_Die* scopes = nullptr;

@@ -9,6 +9,7 @@
 #include <elfutils/libdw.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -50,6 +51,12 @@ class DwarfIndex {
   bool function_die(uint64_t address, Dwarf_Die* out);
   // Damage met while indexing (kept short); "" when none.
   const std::string& error() const { return error_; }
+  // The (mangled) symbol-table name of the function starting exactly at an
+  // address, or null. With it a C++ function DWARF gives no linkage name (a
+  // lambda of GCC's, inlined or not) is spelt as the demangled symbol of an
+  // out-of-line copy of it, the spelling the raw report and c++filt show.
+  using SymbolAt = std::function<const char*(uint64_t)>;
+  void set_symbol_lookup(SymbolAt symbol_at) { symbol_at_ = std::move(symbol_at); }
 
  private:
   struct Scope {
@@ -64,6 +71,10 @@ class DwarfIndex {
     Dwarf_Files* files = nullptr;
     size_t nfiles = 0;
     std::string comp_dir;
+    // The entries of the unit's out-of-line functions by the offset of
+    // their declaration; filled the first time a name needs them.
+    bool entries_built = false;
+    std::unordered_multimap<Dwarf_Off, uint64_t> entries_by_decl;
   };
 
   // The unit covering `address`, indexed; null when none does.
@@ -75,6 +86,9 @@ class DwarfIndex {
   // together from the declaration's scopes (no linkage name).
   const std::string& name_of(Dwarf_Die* die, bool* from_scopes);
   std::string scoped_name(Dwarf_Die* die);
+  // The demangled symbol of an out-of-line copy of the function declared
+  // where `die` points; "" when there is none (see set_symbol_lookup).
+  std::string symbol_spelling(Dwarf_Die* die);
   static bool is_cplusplus(Dwarf_Die* die);
   static std::string full_path(const Unit& unit, const char* name);
   void note(const std::string& what);
@@ -90,7 +104,13 @@ class DwarfIndex {
   };
   std::unordered_map<Dwarf_Off, Name> names_;  // by DIE offset, demangled
   std::string error_;
+  SymbolAt symbol_at_;
 };
+
+// The declaration that `die` (an inlined or out-of-line copy, an
+// out-of-class definition) refers to through DW_AT_abstract_origin and
+// DW_AT_specification; `die` itself when it refers to none.
+Dwarf_Die declaration_of(Dwarf_Die* die);
 
 // A string attribute of `die`, following DW_AT_abstract_origin and
 // DW_AT_specification; null when absent.

@@ -175,6 +175,8 @@ void ModuleData::open(const std::string& module_path, const std::string& expecte
   if (debug.file) symbols.add(debug.file->elf());
   if (symbols.empty() && main) symbols.add(main->elf());
   symbols.finish();
+  if (index)
+    index->set_symbol_lookup([this](uint64_t entry) { return symbols.starting_at(entry); });
 }
 
 }  // namespace internal

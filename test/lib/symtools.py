@@ -183,8 +183,9 @@ def compare_with_llvm(module, addresses, aliases=None, origins=None):
     - A C++ function DWARF gives no linkage name (a lambda, std::function's
       _M_invoke of one, a function in an anonymous namespace): llvm-symbolizer
       prints the bare DW_AT_name ("operator()", "__invoke_impl<...>"),
-      faultline qualifies it with the declaration's scopes as gdb does. It
-      agrees when llvm's name is the last scope of faultline's.
+      faultline the demangled symbol of an out-of-line copy of it, else the
+      name qualified with the declaration's scopes. It agrees when llvm's
+      name is the last scope of faultline's, before the parameters if any.
     - For the outermost (not inlined) frame llvm-symbolizer prints the ELF
       symbol-table name: "main.cold" for the cold part of a split function,
       any alias for glibc's aliased functions ("srand" for __srandom).
@@ -221,7 +222,8 @@ def compare_with_llvm(module, addresses, aliases=None, origins=None):
                     names |= alias_names if t["function"] in alias_names else set()
                 names.discard("")
                 f = m["function"]
-                ok = f in names or any(f.endswith("::" + n) for n in names)
+                ok = f in names or any(
+                    f.endswith("::" + n) or ("::" not in n and ("::" + n + "(") in f) for n in names)
                 adjusted.append(dict(t, function=f) if ok else t)
             theirs = adjusted
         if mine != theirs:
