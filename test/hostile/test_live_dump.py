@@ -1,0 +1,191 @@
+"""A live dump leaves a healthy job running (the first law): `faultline dump`
+captures by ptrace where it is allowed, so no system call of the job fails or
+ends early, and falls back to faultline's signal, saying so, where it is not."""
+import json
+import os
+import subprocess
+
+import pytest
+
+import fltest
+
+DUMPWAIT = fltest.program("dumpwait")
+NOPTRACE = fltest.program("noptrace")
+
+# Each waiting thread of dumpwait and the function it waits in.
+WAITERS = {"poller": ("wait_in_poll", "poll"),
+           "sleeper": ("wait_in_nanosleep", "nanosleep"),
+           "epoller": ("wait_in_epoll", "epoll_wait"),
+           "sigwaiter": ("wait_in_sigwait", "sigwait")}
+
+
+def start(cmd, tmp_path, preload=True, env=None):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
+    e.pop("LD_PRELOAD", None)
+    e["FAULTLINE_DIR"] = str(tmp_path)
+    if preload:
+        e.update({"LD_PRELOAD": fltest.LIB, "FAULTLINE_DUMP": "1"})
+    e.update(env or {})
+    p = subprocess.Popen(cmd, env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip(), p.stderr.read()
+    return p
+
+
+def stop(p):
+    if p.poll() is None:
+        p.kill()
+    p.wait(timeout=30)
+
+
+def symbols_by_thread(rep):
+    return {t.get("name"): fltest.native_symbols(t) for t in rep["threads"]}
+
+
+def check_dump(path, pid):
+    rep = fltest.validate(json.load(open(path)))
+    assert rep["kind"] == "dump" and rep["capture"] == "ptrace", rep.get("capture")
+    assert rep["process"]["pid"] == pid
+    v = fltest.cli("validate", path)
+    assert v.returncode == 0, v.stdout + v.stderr
+    names = symbols_by_thread(rep)
+    assert len(rep["threads"]) == 5, names
+    for thread, (caller, call) in WAITERS.items():
+        syms = names.get(thread) or []
+        assert caller in syms, (thread, syms)
+        # The libc call is above its caller (innermost first).
+        assert any(s and call in s for s in syms[:syms.index(caller)]), (thread, syms)
+    return rep
+
+
+def test_100_dumps_leave_every_waiter_undisturbed(tmp_path):
+    # Today's signal dump makes poll, epoll_wait and nanosleep fail with
+    # EINTR: dumpwait exits 2..4 at the first dump.
+    p = start([DUMPWAIT], tmp_path)
+    try:
+        for i in range(100):
+            r = fltest.cli("dump", "--print-path", str(p.pid), timeout=60)
+            assert r.returncode == 0, (i, r.stderr)
+            assert p.poll() is None, (i, p.returncode, p.stderr.read())
+            check_dump(r.stdout.strip(), p.pid)
+        assert p.poll() is None, p.stderr.read()
+    finally:
+        stop(p)
+
+
+def test_ptrace_dump_needs_no_library_and_matches_gdb(tmp_path):
+    p = start([DUMPWAIT], tmp_path, preload=False)
+    try:
+        r = fltest.cli("dump", "--print-path", "--method", "ptrace", str(p.pid), timeout=60)
+        assert r.returncode == 0, r.stderr
+        rep = check_dump(r.stdout.strip(), p.pid)
+        assert p.poll() is None
+        # Oracle: gdb's backtrace of the same (still waiting) threads names the
+        # same callers, thread by thread. (gdb's attach makes epoll_wait fail
+        # with EINTR: dumpwait may end after it.)
+        g = subprocess.run(["gdb", "-batch", "-nx", "-p", str(p.pid), "-ex",
+                            "thread apply all bt"], capture_output=True, text=True, timeout=120)
+        for t in rep["threads"]:
+            block = g.stdout.split(f"LWP {t['tid']})")[1].split("\nThread ")[0]
+            gdb_funcs = [w for w in WAITERS.values() if w[0] in block]
+            ours = [w for w in WAITERS.values() if w[0] in fltest.native_symbols(t)]
+            assert gdb_funcs == ours, (t["name"], block, fltest.native_symbols(t))
+    finally:
+        stop(p)
+
+
+def test_dump_of_an_exiting_or_gone_process_fails_cleanly(tmp_path):
+    p = start([DUMPWAIT], tmp_path, preload=False)
+    pid = p.pid
+    stop(p)
+    r = fltest.cli("dump", "--method", "ptrace", str(pid), timeout=60)
+    assert r.returncode == 1 and "no process" in r.stderr, r.stderr
+
+
+WAITER = "import os, sys\nprint(os.getpid(), flush=True)\nsys.stdin.readline()\n"
+
+
+@pytest.mark.skipif(not os.path.exists(NOPTRACE), reason="built without libseccomp")
+def test_where_ptrace_is_refused_the_dump_falls_back_to_the_signal_and_says_so(tmp_path):
+    prog = tmp_path / "job.py"
+    prog.write_text(WAITER)
+    p = start(["/usr/bin/python3", str(prog)], tmp_path)
+    try:
+        # --method ptrace: refused, and nothing is sent.
+        r = subprocess.run([NOPTRACE, fltest.CLI, "dump", "--method", "ptrace", str(p.pid)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1, r.stderr
+        assert "cannot dump process" in r.stderr and "Operation not permitted" in r.stderr
+        assert not list(tmp_path.glob("faultline-*.json"))
+        # auto: the signal, said on stderr and in the report.
+        r = subprocess.run([NOPTRACE, fltest.CLI, "dump", "--print-path", str(p.pid)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert "ptrace refused" in r.stderr and "EINTR" in r.stderr, r.stderr
+        rep = fltest.validate(json.load(open(r.stdout.strip())))
+        assert rep["kind"] == "dump" and rep["capture"] == "signal"
+        assert p.poll() is None
+    finally:
+        p.stdin.write("\n")
+        p.stdin.close()
+        assert p.wait(timeout=30) == 0
+
+
+# Threads waiting at known depths; once the test has dumped it, a line on
+# stdin makes main dump its threads with faulthandler from the same line it
+# waited on (the readline and the dump share line 17), so both see one state.
+PY_JOB = """import faulthandler, os, sys, threading
+ready = threading.Barrier(4)
+def leaf(ev):
+    ready.wait()
+    ev.wait()
+def middle(ev):
+    leaf(ev)
+def outer(ev):
+    middle(ev)
+events = [threading.Event() for _ in range(3)]
+threads = [threading.Thread(target=outer if i % 2 else middle, args=(events[i],))
+           for i in range(3)]
+for t in threads:
+    t.start()
+ready.wait()
+def main_wait():
+    print(os.getpid(), flush=True); sys.stdin.readline(); faulthandler.dump_traceback(sys.stdout)
+main_wait()
+for e in events:
+    e.set()
+"""
+
+
+@pytest.mark.parametrize("python", ["/usr/bin/python3.11", "pyenv-3.11", "pyenv-3.12",
+                                    "pyenv-3.13"])
+def test_python_frames_of_a_ptrace_dump_equal_faulthandlers(tmp_path, python):
+    import faulthandler_text
+    import pyenvs
+    if python.startswith("pyenv-"):
+        prefix = pyenvs.pyenv_prefix(python[len("pyenv-"):])
+        python = pyenvs.require(os.path.join(prefix, "bin", "python3") if prefix else None)
+    prog = tmp_path / "job.py"
+    prog.write_text(PY_JOB)
+    p = start([python, str(prog)], tmp_path, preload=False)
+    try:
+        r = fltest.cli("dump", "--print-path", "--method", "ptrace", str(p.pid), timeout=60)
+        assert r.returncode == 0, r.stderr
+        rep = fltest.validate(json.load(open(r.stdout.strip())))
+        out, _ = p.communicate("\n", timeout=60)
+        assert p.returncode == 0
+    finally:
+        stop(p)
+    assert rep["python"] and rep["python"]["implementation"] == "cpython"
+    ours = {}
+    for t in rep["threads"]:
+        frames = [(f["file"], f["line"], f["function"]) for f in t["frames"]
+                  if f["kind"] == "python"]
+        if "pthread_id" in t:
+            ours[int(t["pthread_id"], 16)] = faulthandler_text.as_faulthandler(frames)
+    parsed = faulthandler_text.parse(out)
+    ids = [int(line.split("0x")[1].split()[0], 16) for line in out.splitlines()
+           if "(most recent call first)" in line]
+    theirs = {i: frames for i, (_, frames, _) in zip(ids, parsed)}
+    assert len(theirs) == 4, out
+    assert ours == theirs, (ours, out)
