@@ -20,7 +20,9 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
+#include <unordered_map>
 #include <vector>
 
 #include "cli/ptrace_stop.h"
@@ -29,6 +31,7 @@
 #include "core/capture.h"
 #include "core/diagnosis/classify.h"
 #include "core/diagnosis/signature.h"
+#include "core/modules/elf_symbols.h"
 #include "core/python/interleave.h"
 #include "core/python/walker.h"
 #include "symbolize/elf_file.h"
@@ -109,15 +112,36 @@ int module_at(const std::vector<RemoteModule>& mods, uint64_t pc) {
   return -1;
 }
 
-// libunwind's remote accessors, with memory read by process_vm_readv (one
-// system call a word instead of one PTRACE_PEEKDATA; the same without it).
+// libunwind's remote accessors, with memory read by process_vm_readv a page
+// at a time (the threads are stopped: it does not change while they are
+// read); a word that no whole page holds is read alone, else through
+// libunwind's own PTRACE_PEEKDATA.
 pid_t g_read_pid = 0;
+std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>> g_pages;
+constexpr uint64_t kPage = 4096;
+
+bool read_remote(void* dst, uint64_t addr, size_t n) {
+  struct iovec local = {dst, n};
+  struct iovec remote = {reinterpret_cast<void*>(addr), n};
+  return process_vm_readv(g_read_pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n);
+}
 
 int read_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t* val, int write, void* arg) {
   if (!write) {
-    struct iovec local = {val, sizeof *val};
-    struct iovec remote = {reinterpret_cast<void*>(addr), sizeof *val};
-    if (process_vm_readv(g_read_pid, &local, 1, &remote, 1, 0) == sizeof *val) return 0;
+    uint64_t page = addr & ~(kPage - 1);
+    if (addr - page <= kPage - sizeof *val) {
+      auto it = g_pages.find(page);
+      if (it == g_pages.end()) {
+        auto buf = std::make_unique<uint8_t[]>(kPage);
+        if (!read_remote(buf.get(), page, kPage)) buf.reset();
+        it = g_pages.emplace(page, std::move(buf)).first;
+      }
+      if (it->second) {
+        std::memcpy(val, it->second.get() + (addr - page), sizeof *val);
+        return 0;
+      }
+    }
+    if (read_remote(val, addr, sizeof *val)) return 0;
   }
   return _UPT_accessors.access_mem(as, addr, val, write, arg);
 }
@@ -150,18 +174,18 @@ struct NativeStack {
   pid_t tid = 0;
   bool captured = false;
   int total = 0;
-  std::vector<core::NativeFrame> frames;  // symbol points into names
-  std::vector<std::string> names;
+  std::vector<core::NativeFrame> frames;  // named by the library's symbolizer
+  json registers;                         // read while it is stopped
 };
 
 NativeStack unwind_thread(unw_addr_space_t as, pid_t tid, const std::vector<RemoteModule>& mods) {
   NativeStack st;
   st.tid = tid;
+  st.registers = registers_of(tid);
   void* upt = _UPT_create(tid);
   unw_cursor_t cur;
   if (upt && unw_init_remote(&cur, as, upt) == 0) {
     st.captured = true;
-    st.names.reserve(kMaxFrames);
     do {
       unw_word_t ip = 0, sp = 0;
       if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || ip == 0) break;
@@ -174,20 +198,10 @@ NativeStack unwind_thread(unw_addr_space_t as, pid_t tid, const std::vector<Remo
       // address (the mark of a signal's interrupted frame).
       f.signal_frame = st.total == 1 || unw_is_signal_frame(&cur) > 0;
       f.module = module_at(mods, ip);
-      char name[512];
-      unw_word_t off = 0;
-      if (unw_get_proc_name(&cur, name, sizeof name, &off) == 0 && name[0]) {
-        st.names.emplace_back(name);
-        f.symbol_offset = off;
-      } else {
-        st.names.emplace_back();
-      }
       st.frames.push_back(f);
     } while (unw_step(&cur) > 0 && st.total < kMaxCountedFrames);
   }
   if (upt) _UPT_destroy(upt);
-  for (size_t i = 0; i < st.frames.size(); ++i)
-    st.frames[i].symbol = st.names[i].empty() ? nullptr : st.names[i].c_str();
   return st;
 }
 
@@ -343,7 +357,7 @@ json thread_json(pid_t pid, const NativeStack& st, const core::PythonCapture& py
   }
   if (pt) t["interleaved"] = merged >= 0;
   t["frames"] = std::move(frames);
-  if (json regs = registers_of(st.tid); !regs.is_null()) t["registers"] = std::move(regs);
+  if (!st.registers.is_null()) t["registers"] = st.registers;
   return t;
 }
 
@@ -359,14 +373,17 @@ int ptrace_capture(pid_t pid, json* report, std::string* why) {
   std::vector<RemoteModule> mods = read_modules(pid);
   // Native stacks: libunwind's remote unwinder.
   g_read_pid = pid;
+  g_pages.clear();
   unw_accessors_t acc = _UPT_accessors;
   acc.access_mem = read_mem;
   unw_addr_space_t as = unw_create_addr_space(&acc, 0);
-  unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
+  // Per thread: the global cache blocks signals around every look-up.
+  unw_set_caching_policy(as, UNW_CACHE_PER_THREAD);
   std::vector<NativeStack> stacks;
   for (const StoppedThread& t : stopper.threads())
     if (t.stopped) stacks.push_back(unwind_thread(as, t.tid, mods));
   unw_destroy_addr_space(as);
+  g_pages.clear();
   // Python stacks: the library's own walker, every read of it made in the
   // target (the SafeReader pinned to it).
   CoreModules cm;
@@ -376,19 +393,30 @@ int ptrace_capture(pid_t pid, json* report, std::string* why) {
   core::PythonCapture py{};
   core::CaptureErrors errors{};
   core::Arena arena;
-  if (arena.init(size_t{64} << 20)) {
+  bool have_arena = arena.init(size_t{64} << 20);
+  if (have_arena) {
     core::safe_read_remote(pid);
     core::capture_python(cm.table, &arena, &py, core::kMaxThreads, kMaxFrames, &errors);
   } else {
     errors.add("python: no memory for the walk");
   }
-  json threads = json::array();
-  for (const NativeStack& st : stacks) threads.push_back(thread_json(pid, st, py, cm, mods));
-  // Everything is read: the threads go on.
+  // Everything is read: the threads go on. What follows reads only files.
   stopper.detach_all();
   auto capture_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - started)
                         .count();
+  // Symbols: the library's ELF symbolizer, one pass over each module's
+  // tables for all the frames in it.
+  std::vector<core::ThreadCapture> tcs(stacks.size());
+  for (size_t i = 0; i < stacks.size(); ++i) {
+    tcs[i].tid = stacks[i].tid;
+    tcs[i].frames = stacks[i].frames.data();
+    tcs[i].nframes = static_cast<int>(stacks[i].frames.size());
+  }
+  if (have_arena)
+    core::symbolize_threads(cm.table, tcs.data(), static_cast<int>(tcs.size()), &arena, &errors);
+  json threads = json::array();
+  for (const NativeStack& st : stacks) threads.push_back(thread_json(pid, st, py, cm, mods));
   // The main thread first, as the library lists them.
   std::stable_sort(threads.begin(), threads.end(), [pid](const json& a, const json& b) {
     return a["tid"] == pid && b["tid"] != pid;

@@ -6,19 +6,18 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/ptrace.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <string>
-#include <thread>
 
 namespace faultline::cli {
 
@@ -77,7 +76,9 @@ std::vector<pid_t> list_tasks(pid_t pid) {
 
 // A thread that does not stop within this time (uninterruptible sleep: a
 // hung file system) is left out of the dump.
-constexpr auto kStopWait = std::chrono::seconds(5);
+constexpr int kStopWaitSeconds = 5;
+
+void on_alarm(int) {}
 
 // Whether thread tid of pid has a signal pending that it does not block
 // (then an EINTR it got may be that signal's, and stays).
@@ -151,32 +152,39 @@ void ThreadStopper::install_exit_handlers() {
 }
 
 bool ThreadStopper::wait_stop(StoppedThread* t) {
-  auto deadline = std::chrono::steady_clock::now() + kStopWait;
+  // Blocks in waitpid (no polling: a stop is seen as soon as it happens),
+  // bounded by a timer whose SIGALRM (caught without SA_RESTART) ends the
+  // wait with EINTR.
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = on_alarm;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGALRM, &sa, &old);
+  struct itimerval timer {};
+  timer.it_value.tv_sec = kStopWaitSeconds;
+  setitimer(ITIMER_REAL, &timer, nullptr);
+  bool stopped = false;
   for (;;) {
     int st = 0;
-    pid_t r = waitpid(t->tid, &st, __WALL | WNOHANG);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return false;  // ECHILD: gone, or no longer ours
+    pid_t r = waitpid(t->tid, &st, __WALL);
+    if (r < 0) break;  // EINTR: the timer (stuck); ECHILD: gone, or no longer ours
+    if (WIFEXITED(st) || WIFSIGNALED(st)) break;
+    if (WIFSTOPPED(st)) {
+      // PTRACE_EVENT_STOP: our interrupt (or a group stop). Otherwise the
+      // thread stopped on its way to take a signal: it takes it when we
+      // let it go.
+      if ((st >> 16) != PTRACE_EVENT_STOP)
+        t->pending_signal = WSTOPSIG(st);
+      else
+        restart_stop_eintr(pid_, t->tid);
+      t->stopped = stopped = true;
+      break;
     }
-    if (r == t->tid) {
-      if (WIFEXITED(st) || WIFSIGNALED(st)) return false;
-      if (WIFSTOPPED(st)) {
-        // PTRACE_EVENT_STOP: our interrupt (or a group stop). Otherwise
-        // the thread stopped on its way to take a signal: it takes it
-        // when we let it go.
-        if ((st >> 16) != PTRACE_EVENT_STOP)
-          t->pending_signal = WSTOPSIG(st);
-        else
-          restart_stop_eintr(pid_, t->tid);
-        t->stopped = true;
-        return true;
-      }
-      continue;
-    }
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  timer = {};
+  setitimer(ITIMER_REAL, &timer, nullptr);
+  sigaction(SIGALRM, &old, nullptr);
+  return stopped;
 }
 
 int ThreadStopper::stop_all(std::string* why) {
