@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 
@@ -79,6 +80,18 @@ std::vector<pid_t> list_tasks(pid_t pid) {
 constexpr int kStopWaitSeconds = 5;
 
 void on_alarm(int) {}
+
+// Whether thread tid of pid is gone or on its way out (a zombie, or dead):
+// the kernel refuses to attach to an exiting thread with EPERM, which is
+// then no refusal of ptrace.
+bool exiting(pid_t pid, pid_t tid) {
+  std::ifstream in(fmt::format("/proc/{}/task/{}/stat", pid, tid));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return true;
+  char state = stat[close + 2];
+  return state == 'Z' || state == 'X' || state == 'x';
+}
 
 // Whether thread tid of pid has a signal pending that it does not block
 // (then an EINTR it got may be that signal's, and stays).
@@ -202,7 +215,7 @@ int ThreadStopper::stop_all(std::string* why) {
       if (!seen.insert(tid).second) continue;
       if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
         int e = errno;
-        if (e == ESRCH) continue;  // exited meanwhile
+        if (e == ESRCH || (e == EPERM && exiting(pid_, tid))) continue;  // exited meanwhile
         *why = fmt::format("ptrace(PTRACE_SEIZE) of thread {} of process {}: {}", tid, pid_,
                            std::strerror(e));
         detach_all();

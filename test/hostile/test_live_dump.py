@@ -189,3 +189,60 @@ def test_python_frames_of_a_ptrace_dump_equal_faulthandlers(tmp_path, python):
     theirs = {i: frames for i, (_, frames, _) in zip(ids, parsed)}
     assert len(theirs) == 4, out
     assert ours == theirs, (ours, out)
+
+
+# Threads born and ending all the time: some exit while they are attached
+# (ESRCH), some are born after the thread list was read (the next round).
+CHURN = """import os, sys, threading, time
+def short():
+    time.sleep(0.0005)
+def churn():
+    while True:
+        ts = [threading.Thread(target=short) for _ in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+threading.Thread(target=churn, daemon=True).start()
+print(os.getpid(), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_dumps_of_a_job_whose_threads_come_and_go(tmp_path):
+    prog = tmp_path / "churn.py"
+    prog.write_text(CHURN)
+    p = start(["/usr/bin/python3", str(prog)], tmp_path, preload=False)
+    try:
+        for i in range(30):
+            r = fltest.cli("dump", "--print-path", "--method", "ptrace", str(p.pid), timeout=60)
+            assert r.returncode == 0, (i, r.stderr)
+            rep = fltest.validate(json.load(open(r.stdout.strip())))
+            assert rep["capture"] == "ptrace" and rep["threads"][0]["tid"] == p.pid
+            assert p.poll() is None
+        out, _ = p.communicate("\n", timeout=60)
+        assert p.returncode == 0
+    finally:
+        stop(p)
+
+
+def test_a_target_that_exits_during_the_dumps_never_crashes_the_dump(tmp_path):
+    # Ends after a while of its own, mid-dump for some of them: each dump
+    # either succeeds or says the process is gone (exit 1), never a crash.
+    prog = tmp_path / "brief.py"
+    prog.write_text(CHURN.replace("sys.stdin.readline()", "time.sleep(0.5)"))
+    outcomes = set()
+    for _ in range(3):
+        p = start(["/usr/bin/python3", str(prog)], tmp_path, preload=False)
+        try:
+            while p.poll() is None:
+                r = fltest.cli("dump", "--print-path", "--method", "ptrace", str(p.pid),
+                               timeout=60)
+                assert r.returncode in (0, 1), (r.returncode, r.stderr)
+                if r.returncode == 1:
+                    assert "no process" in r.stderr or "exited" in r.stderr, r.stderr
+                outcomes.add(r.returncode)
+        finally:
+            stop(p)
+        assert p.returncode == 0
+    assert 0 in outcomes
