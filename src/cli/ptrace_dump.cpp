@@ -176,6 +176,7 @@ struct NativeStack {
   int total = 0;
   std::vector<core::NativeFrame> frames;  // named by the library's symbolizer
   json registers;                         // read while it is stopped
+  const char* note = nullptr;             // why there are no frames
 };
 
 NativeStack unwind_thread(unw_addr_space_t as, pid_t tid, const std::vector<RemoteModule>& mods) {
@@ -322,7 +323,7 @@ json thread_json(pid_t pid, const NativeStack& st, const core::PythonCapture& py
             {"unwinder", "libunwind"},
             {"frames_total", st.total},
             {"frames_truncated", st.total > static_cast<int>(st.frames.size())}};
-  if (!st.captured) t["note"] = "its stack could not be read";
+  if (!st.captured) t["note"] = st.note ? st.note : "its stack could not be read";
   const core::PyThread* pt = nullptr;
   for (int i = 0; py.present && i < py.nthreads; ++i)
     if (py.threads[i].native_tid == st.tid) pt = &py.threads[i];
@@ -380,8 +381,16 @@ int ptrace_capture(pid_t pid, json* report, std::string* why) {
   // Per thread: the global cache blocks signals around every look-up.
   unw_set_caching_policy(as, UNW_CACHE_PER_THREAD);
   std::vector<NativeStack> stacks;
-  for (const StoppedThread& t : stopper.threads())
-    if (t.stopped) stacks.push_back(unwind_thread(as, t.tid, mods));
+  for (const StoppedThread& t : stopper.threads()) {
+    if (t.stopped) {
+      stacks.push_back(unwind_thread(as, t.tid, mods));
+    } else if (t.tid > 0 && ::kill(t.tid, 0) == 0) {
+      NativeStack st;  // still there, but never stopped (an uninterruptible wait)
+      st.tid = t.tid;
+      st.note = "did not stop for the dump (an uninterruptible wait in the kernel)";
+      stacks.push_back(std::move(st));
+    }
+  }
   unw_destroy_addr_space(as);
   g_pages.clear();
   // Python stacks: the library's own walker, every read of it made in the

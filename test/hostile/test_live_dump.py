@@ -246,3 +246,58 @@ def test_a_target_that_exits_during_the_dumps_never_crashes_the_dump(tmp_path):
             stop(p)
         assert p.returncode == 0
     assert 0 in outcomes
+
+
+def task_field(pid, tid, name):
+    with open(f"/proc/{pid}/task/{tid}/status") as f:
+        for line in f:
+            if line.startswith(name + ":"):
+                return line.split()[1]
+    return None
+
+
+def task_state(pid, tid):
+    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def wait_until(cond):
+    import time
+    while not cond():  # bounded by the test's timeout
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_dump_ended_by_a_signal_lets_every_thread_go(tmp_path, sig):
+    import signal
+    # The vforker's wait cannot be interrupted: the dump waits for its stop
+    # while the other threads are stopped, and is ended right then.
+    p = start([DUMPWAIT, "vfork"], tmp_path, preload=False)
+    children = f"/proc/{p.pid}/task"
+    try:
+        tids = sorted(int(t) for t in os.listdir(children))
+        wait_until(lambda: any(open(f"{children}/{t}/children").read().strip() for t in tids))
+        vforker = [t for t in tids if open(f"{children}/{t}/comm").read().strip() == "vforker"]
+        d = subprocess.Popen([fltest.CLI, "dump", "--method", "ptrace", str(p.pid)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        others = [t for t in tids if t not in vforker]
+        wait_until(lambda: all(task_state(p.pid, t) == "t" for t in others))
+        assert all(task_field(p.pid, t, "TracerPid") == str(d.pid) for t in tids)
+        d.send_signal(getattr(signal, sig))
+        assert d.wait(timeout=60) == -getattr(signal, sig), d.stderr.read()
+        wait_until(lambda: all(task_field(p.pid, t, "TracerPid") == "0" for t in tids))
+        wait_until(lambda: all(task_state(p.pid, t) != "t" for t in others))
+        assert p.poll() is None, p.stderr.read()
+        # Still healthy and dumpable.
+        r = fltest.cli("dump", "--print-path", "--method", "ptrace", "--timeout", "1",
+                       str(p.pid), timeout=60)
+        assert r.returncode == 0, r.stderr
+        rep = fltest.validate(json.load(open(r.stdout.strip())))
+        [stuck] = [t for t in rep["threads"] if t["name"] == "vforker"]
+        assert stuck["captured"] is False and "did not stop" in stuck["note"], stuck
+        assert p.poll() is None, p.stderr.read()
+    finally:
+        for t in os.listdir(children) if p.poll() is None else []:
+            for c in open(f"{children}/{t}/children").read().split():
+                os.kill(int(c), 9)
+        stop(p)

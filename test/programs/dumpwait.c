@@ -1,9 +1,11 @@
 /* A healthy job that a live dump must leave undisturbed: threads wait in
  * poll(), nanosleep(), epoll_wait() and sigwait(), and each one exits
  * non-zero if its call ever fails (EINTR) or returns before its time.
- *   dumpwait
+ *   dumpwait [vfork]
  * Prints "ready" once every thread is about to wait, then runs until killed
- * (SIGKILL) or until a thread sees its call disturbed (exit 2..5). */
+ * (SIGKILL) or until a thread sees its call disturbed (exit 2..5). With
+ * "vfork", one more thread waits for a vfork child that sleeps 60 s: a
+ * wait no ptrace stop can interrupt. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -84,15 +86,29 @@ static void* waiter(void* arg) {
   return NULL;
 }
 
-int main(void) {
+static void* vforker(void* arg) {
+  (void)arg;
+  pthread_barrier_wait(&g_ready);
+  pid_t child = vfork();
+  if (child == 0) {
+    struct timespec ts = {60, 0};
+    nanosleep(&ts, NULL);
+    _exit(0);
+  }
+  for (;;) pause();
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  int with_vfork = argc > 1 && strcmp(argv[1], "vfork") == 0;
   static sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGUSR1);
   /* Blocked in every thread (inherited): only sigwait collects SIGUSR1. */
   pthread_sigmask(SIG_BLOCK, &set, NULL);
   if (pipe(g_pipe) != 0) return 1;
-  pthread_barrier_init(&g_ready, NULL, 5);
-  pthread_t t[4];
+  pthread_barrier_init(&g_ready, NULL, with_vfork ? 6 : 5);
+  pthread_t t[5];
   pthread_create(&t[0], NULL, poller, NULL);
   pthread_create(&t[1], NULL, sleeper, NULL);
   pthread_create(&t[2], NULL, epoller, NULL);
@@ -101,6 +117,10 @@ int main(void) {
   pthread_setname_np(t[1], "sleeper");
   pthread_setname_np(t[2], "epoller");
   pthread_setname_np(t[3], "sigwaiter");
+  if (with_vfork) {
+    pthread_create(&t[4], NULL, vforker, NULL);
+    pthread_setname_np(t[4], "vforker");
+  }
   pthread_barrier_wait(&g_ready);
   printf("ready\n");
   fflush(stdout);
