@@ -79,6 +79,8 @@ def test_ptrace_dump_needs_no_library_and_matches_gdb(tmp_path):
         r = fltest.cli("dump", "--print-path", "--method", "ptrace", str(p.pid), timeout=60)
         assert r.returncode == 0, r.stderr
         rep = check_dump(r.stdout.strip(), p.pid)
+        shown = fltest.cli("show", "--color=never", r.stdout.strip())
+        assert f"Live dump of process {p.pid} (by ptrace, no signal sent)" in shown.stdout
         assert p.poll() is None
         # Oracle: gdb's backtrace of the same (still waiting) threads names the
         # same callers, thread by thread. (gdb's attach makes epoll_wait fail
