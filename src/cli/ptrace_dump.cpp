@@ -150,7 +150,8 @@ json registers_of(pid_t tid) {
 #if defined(__x86_64__)
   user_regs_struct r{};
   struct iovec io = {&r, sizeof r};
-  if (ptrace(PTRACE_GETREGSET, tid, NT_PRSTATUS, &io) != 0) return nullptr;
+  if (ptrace(PTRACE_GETREGSET, tid, NT_PRSTATUS, &io) != 0 || io.iov_len != sizeof r)
+    return nullptr;
   return json{{"rip", hex(r.rip)}, {"rsp", hex(r.rsp)}, {"rbp", hex(r.rbp)},
               {"rax", hex(r.rax)}, {"rbx", hex(r.rbx)}, {"rcx", hex(r.rcx)},
               {"rdx", hex(r.rdx)}, {"rsi", hex(r.rsi)}, {"rdi", hex(r.rdi)},

@@ -122,7 +122,8 @@ void restart_stop_eintr(pid_t pid, pid_t tid) {
 #if defined(__x86_64__)
   user_regs_struct r{};
   struct iovec io = {&r, sizeof r};
-  if (ptrace(PTRACE_GETREGSET, tid, NT_PRSTATUS, &io) != 0) return;
+  // A 32-bit process's registers are smaller: not this layout.
+  if (ptrace(PTRACE_GETREGSET, tid, NT_PRSTATUS, &io) != 0 || io.iov_len != sizeof r) return;
   if (static_cast<long long>(r.rax) != -EINTR) return;
   switch (static_cast<long long>(r.orig_rax)) {
     case 232:  // epoll_wait
