@@ -1,9 +1,14 @@
-// faultline dump PID: asks a running process for a live report of all threads.
+// faultline dump PID: a live report of all threads of a running process,
+// captured from outside by ptrace, or asked of faultline's dump handler in it
+// by a signal.
 #include "cli/cmd_dump.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -20,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "cli/ptrace_dump.h"
+#include "cli/ptrace_stop.h"
 #include "cli/report_input.h"
 #include "cli/report_listing.h"
 #include "cli/signal_args.h"
@@ -40,6 +48,7 @@ struct DumpArgs {
   bool faulthandler = false;
   std::string color = "auto";
   bool print_path = false;
+  std::string method = "auto";
 };
 
 // The value of NAME in /proc/PID/environ, or nullopt (not set or not readable).
@@ -149,6 +158,74 @@ std::optional<bool> catches_signal(int pid, int sig) {
   return std::nullopt;
 }
 
+// Shows (or names) the dump report at path.
+int show_report(const DumpArgs& a, const std::string& path, const report::Report& r) {
+  if (a.print_path) return print_out(path + "\n") ? kExitOk : kExitFailed;
+  fmt::print(stderr, "faultline: dump report {}\n", path);
+  std::string text = a.faulthandler
+                         ? report::render_faulthandler(r)
+                         : report::render_text(r, report::TextOptions{want_color(a.color)});
+  return print_out(text) ? kExitOk : kExitFailed;
+}
+
+// The threads of process pid asleep in the kernel now ("S" in their stat):
+// those a signal may make fail with EINTR, as "TID (NAME)".
+std::vector<std::string> sleeping_threads(int pid) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(fmt::format("/proc/{}/task", pid), ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::ifstream in(it->path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close + 2 >= stat.size())
+      continue;
+    if (stat[close + 2] == 'S')
+      out.push_back(fmt::format("{} ({})", it->path().filename().string(),
+                                report::escape_controls(stat.substr(open + 1, close - open - 1))));
+  }
+  return out;
+}
+
+// Writes the report under dir as the library names reports (the CLI's pid
+// stands for the thread: no thread of the process wrote it), through a
+// temporary file that no one else can have planted. Returns the path, or ""
+// with *err set.
+std::string write_dump_report(const std::string& dir, int pid, const nlohmann::json& j,
+                              std::string* err) {
+  uint64_t rnd = 0;
+  if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd) rnd = static_cast<uint64_t>(::getpid()) << 20;
+  time_t now = ::time(nullptr);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", &tm);
+  char host[256] = "host";
+  ::gethostname(host, sizeof host - 1);
+  std::string name =
+      fmt::format("faultline-{}-{}-{}-{}-{:016x}.json", stamp, host, pid, ::getpid(), rnd);
+  std::string tmp = (fs::path(dir) / fmt::format(".faultline-{:016x}.tmp", rnd)).string();
+  std::string path = (fs::path(dir) / name).string();
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *err = fmt::format("cannot create {}: {}", tmp, std::strerror(errno));
+    return "";
+  }
+  std::string text = j.dump(1) + "\n";
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = ::close(fd) == 0 && ok;
+  // link(2), not rename: never replaces a file already there.
+  if (!ok || ::link(tmp.c_str(), path.c_str()) != 0) {
+    *err = fmt::format("cannot write {}: {}", path, std::strerror(errno));
+    ::unlink(tmp.c_str());
+    return "";
+  }
+  ::unlink(tmp.c_str());
+  return path;
+}
+
+int signal_dump(const DumpArgs& a, int sig);
+
 int dump_process(const DumpArgs& a) {
   int sig = parse_signal(a.signal);
   if (sig == 0) {
@@ -159,6 +236,50 @@ int dump_process(const DumpArgs& a) {
     fmt::print(stderr, "faultline: no process {}\n", a.pid);
     return kExitFailed;
   }
+  if (a.method == "signal") return signal_dump(a, sig);
+  // Where ptrace is allowed: no signal, no library needed, nothing in the
+  // process sees a thing (interrupted system calls are restarted).
+  ThreadStopper::install_exit_handlers();
+  // Found before the capture: the process may be gone after it.
+  std::string dir = a.dir.empty() ? target_report_dir(a.pid) : absolute_dir(a.dir);
+  nlohmann::json j;
+  std::string why;
+  int err = ptrace_capture(a.pid, &j, &why);
+  if (err == 0) {
+    std::string werr;
+    std::string path = write_dump_report(dir, a.pid, j, &werr);
+    if (path.empty()) {
+      fmt::print(stderr, "faultline: {}\n", werr);
+      return kExitFailed;
+    }
+    try {
+      return show_report(a, path, report::load_report(path));
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "faultline: {}: {}\n", path, report::escape_controls(e.what()));
+      return kExitFailed;
+    }
+  }
+  if (err == ESRCH) {
+    fmt::print(stderr, "faultline: process {} exited before it could be dumped\n", a.pid);
+    return kExitFailed;
+  }
+  if (a.method == "ptrace") {
+    fmt::print(stderr, "faultline: cannot dump process {} by ptrace: {}\n", a.pid, why);
+    return kExitFailed;
+  }
+  std::vector<std::string> sleeping = sleeping_threads(a.pid);
+  std::string list;
+  for (const std::string& t : sleeping) list += (list.empty() ? "" : ", ") + t;
+  fmt::print(stderr,
+             "faultline: ptrace refused ({}); asking process {} for a dump by {} instead: "
+             "its threads waiting in the kernel may see a system call fail with EINTR{}\n",
+             why, a.pid, signal_name(sig),
+             list.empty() ? std::string() : fmt::format(" (now waiting: {})", list));
+  return signal_dump(a, sig);
+}
+
+// Today's request: faultline's dump handler in the process writes the report.
+int signal_dump(const DumpArgs& a, int sig) {
   // Without faultline's handler most signals (SIGUSR2 included) terminate the
   // process, and a program's own handler may shut it down: never send one
   // that faultline did not install. The library publishes a mark while its
@@ -226,12 +347,7 @@ int dump_process(const DumpArgs& a) {
                    report::escape_controls(r->kind), report::escape_controls(path));
         return kExitFailed;
       }
-      if (a.print_path) return print_out(path + "\n") ? kExitOk : kExitFailed;
-      fmt::print(stderr, "faultline: dump report {}\n", path);
-      std::string text = a.faulthandler
-                             ? report::render_faulthandler(*r)
-                             : report::render_text(*r, report::TextOptions{want_color(a.color)});
-      return print_out(text) ? kExitOk : kExitFailed;
+      return show_report(a, path, *r);
     }
     if (::kill(a.pid, 0) != 0 && errno == ESRCH) {
       fmt::print(stderr, "faultline: process {} exited before writing a dump report\n", a.pid);
@@ -250,8 +366,9 @@ void add_dump_command(CLI::App& app, int& status) {
   auto dump = std::make_shared<DumpArgs>();
   CLI::App* d = app.add_subcommand(
       "dump",
-      "Ask a running process (started under `faultline run`) for a live report of all its "
-      "threads, wait for it and show it");
+      "A live report of all threads of a running process, captured by ptrace (the process "
+      "needs no library and notices nothing), or asked by signal of faultline's dump handler "
+      "in it; show it");
   d->add_option("PID", dump->pid, "process id")
       ->required()
       ->check(CLI::Validator(
@@ -285,6 +402,11 @@ void add_dump_command(CLI::App& app, int& status) {
   d->add_option("--color", dump->color, "auto, always or never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
   d->add_flag("--print-path", dump->print_path, "print only the new report's path");
+  d->add_option("-m,--method", dump->method,
+                "ptrace: capture from outside (no signal, no library needed); signal: ask "
+                "faultline's dump handler in the process; auto: ptrace, else signal")
+      ->check(CLI::IsMember({"auto", "ptrace", "signal"}))
+      ->capture_default_str();
   d->callback([dump, &status] { status = dump_process(*dump); });
 }
 

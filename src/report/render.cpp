@@ -297,9 +297,12 @@ std::string render_text(const Report& r, const TextOptions& options) {
   };
 
   if (r.kind == "dump") {
+    // Taken by ptrace from outside: no signal was sent.
+    bool ptrace = string_field(r.raw, "capture") == "ptrace";
     out += st.yellow(fmt::format("Live dump of process {} ({}): the process continued",
                                  or_unknown(r.process.pid),
-                                 escape_controls(or_unknown(r.signal.name)))) +
+                                 ptrace ? std::string("by ptrace, no signal sent")
+                                        : escape_controls(or_unknown(r.signal.name)))) +
            "\n";
   } else {
     out += st.red(escape_controls(signal_line(r))) + "\n";

@@ -136,7 +136,7 @@ HANG = textwrap.dedent("""
 def test_dump_refuses_a_process_without_faultline():
     p = subprocess.Popen(["sleep", "30"])
     try:
-        r = run("dump", str(p.pid))
+        r = run("dump", "--method", "signal", str(p.pid))
         assert r.returncode == 1
         assert "has not loaded libfaultline.so" in r.stderr and "--force" in r.stderr
         assert p.poll() is None  # not killed
@@ -158,7 +158,7 @@ def test_dump_times_out_when_no_report_comes(tmp_path):
     p = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         p.stdout.readline()
-        r = run("dump", "--force", "--timeout", "0.5", "--dir", str(tmp_path), str(p.pid))
+        r = run("dump", "--method", "signal", "--force", "--timeout", "0.5", "--dir", str(tmp_path), str(p.pid))
         assert r.returncode == 1
         assert f"no dump report from process {p.pid}" in r.stderr
     finally:
@@ -208,7 +208,7 @@ def test_dump_by_real_time_signal_name(tmp_path, name):
                          stderr=subprocess.PIPE, text=True)
     try:
         pid = int(p.stdout.readline())
-        r = run("dump", "--signal", name, "--print-path", str(pid), timeout=30)
+        r = run("dump", "--method", "signal", "--signal", name, "--print-path", str(pid), timeout=30)
         assert r.returncode == 0, r.stderr
         with open(r.stdout.strip()) as f:
             assert json.load(f)["kind"] == "dump"

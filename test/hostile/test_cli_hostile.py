@@ -311,7 +311,7 @@ def test_dump_refuses_a_preloaded_job_that_does_not_catch_the_signal(tmp_path):
     # The README's main usage: preloaded, no FAULTLINE_DUMP. SIGUSR2 would kill it.
     p, pid = start_waiter(tmp_path, {"LD_PRELOAD": LIB, "FAULTLINE_DIR": str(tmp_path)}, tmp_path)
     try:
-        r = cli("dump", "--timeout", "5", str(pid), timeout=60)
+        r = cli("dump", "--method", "signal", "--timeout", "5", str(pid), timeout=60)
         assert r.returncode == 1
         assert b"does not catch SIGUSR2" in r.stderr
         assert p.poll() is None, "the job was killed"

@@ -112,7 +112,7 @@ def stop_job(p):
 def test_dump_never_signals_a_job_whose_program_handles_the_signal(tmp_path, env):
     p, pid = start_job(tmp_path, env)
     try:
-        r = fltest.cli("dump", "--timeout", "3", str(pid), timeout=60)
+        r = fltest.cli("dump", "--method", "signal", "--timeout", "3", str(pid), timeout=60)
         assert r.returncode == 1, r.stderr
         assert "not with faultline's dump handler" in r.stderr, r.stderr
         assert p.poll() is None, "the job was shut down by the dump's signal"

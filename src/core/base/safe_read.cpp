@@ -34,6 +34,8 @@ constexpr size_t kPipeChunk = 4096;
 char g_sink[kPipeChunk];
 
 volatile pid_t g_pinned_pid = 0;
+// The pinned pid is another process's (safe_read_remote): no pipe.
+volatile int g_remote = 0;
 
 bool read_vm(void* dst, uintptr_t addr, size_t n, int* err) {
   struct iovec local = {dst, n};
@@ -206,6 +208,16 @@ FAULTLINE_START_TEXT void safe_read_reset_after_fork() {
   safe_read_new_capture();
 }
 
+void safe_read_remote(pid_t pid) {
+  g_pinned_pid = pid;
+  g_remote = 1;
+  g_method = static_cast<int>(SafeReadMethod::kVmReadv);
+}
+
+pid_t safe_read_remote_pid() {
+  return g_remote ? g_pinned_pid : 0;
+}
+
 void safe_read_force(SafeReadMethod m) {
   g_method = static_cast<int>(m);
 }
@@ -234,6 +246,7 @@ bool safe_read(void* dst, uintptr_t addr, size_t n) {
     if (read_vm(dst, addr, n, &err)) return true;
     // EFAULT/partial: the memory is bad. Anything else (EPERM from seccomp,
     // ENOSYS): the method is unusable; switch for good and retry.
+    if (g_remote) return false;
     if (err == EPERM || err == ENOSYS || err == EACCES) {
       g_method = static_cast<int>(SafeReadMethod::kPipe);
     } else {

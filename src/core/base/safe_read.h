@@ -46,6 +46,14 @@ const char* safe_read_method_name();
 // parent. Async-signal-safe.
 void safe_read_pin_pid(pid_t pid);
 
+// Out of process only (`faultline dump` by ptrace), never on the crash
+// path: every read reads process pid with process_vm_readv and fails where
+// that fails. It never falls back to the pipe, which can only read the
+// reader's own memory (at the target's addresses: the wrong bytes).
+void safe_read_remote(pid_t pid);
+// The process safe_read_remote points the reads at; 0 in the process itself.
+pid_t safe_read_remote_pid();
+
 // Copies n bytes from addr into dst. True only if all n bytes were read.
 // Async-signal-safe. Concurrent callers are safe (the pipe path serialises
 // through a spin flag and falls back to failure instead of waiting forever).

@@ -207,7 +207,9 @@ int open_module_file(const Module& m, bool* replaced) {
   if (replaced) *replaced = false;
   // Started through its loader, /proc/self/exe is the loader: the program
   // is then opened as a library is, by its path and build-id.
-  const bool exe = m.is_main && !g_exe_via_loader;
+  // Out of process (`faultline dump` by ptrace) /proc/self/exe is faultline's
+  // own: the executable is opened by its path and build-id, as a library is.
+  const bool exe = m.is_main && !g_exe_via_loader && !safe_read_remote_pid();
   if (exe) {
     // The binary that runs, even if its path now holds another (replaced
     // before or after the path was read).

@@ -305,6 +305,9 @@ bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err) {
   w.begin_object();
   w.field_str("schema", "faultline/1");
   w.field_str("kind", capture_kind_name(c.kind));
+  // A dump written here was asked by signal (`faultline dump` by ptrace
+  // writes "ptrace"): other threads may have seen EINTR.
+  if (c.kind == CaptureKind::kDump) w.field_str("capture", "signal");
   char ts[32];
   format_iso8601(ts, c.time_sec, c.time_nsec);
   w.field_str("timestamp", ts);

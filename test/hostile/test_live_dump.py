@@ -1,0 +1,305 @@
+"""A live dump leaves a healthy job running (the first law): `faultline dump`
+captures by ptrace where it is allowed, so no system call of the job fails or
+ends early, and falls back to faultline's signal, saying so, where it is not."""
+import json
+import os
+import subprocess
+
+import pytest
+
+import fltest
+
+DUMPWAIT = fltest.program("dumpwait")
+NOPTRACE = fltest.program("noptrace")
+
+# Each waiting thread of dumpwait and the function it waits in.
+WAITERS = {"poller": ("wait_in_poll", "poll"),
+           "sleeper": ("wait_in_nanosleep", "nanosleep"),
+           "epoller": ("wait_in_epoll", "epoll_wait"),
+           "sigwaiter": ("wait_in_sigwait", "sigwait")}
+
+
+def start(cmd, tmp_path, preload=True, env=None):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
+    e.pop("LD_PRELOAD", None)
+    e["FAULTLINE_DIR"] = str(tmp_path)
+    if preload:
+        e.update({"LD_PRELOAD": fltest.LIB, "FAULTLINE_DUMP": "1"})
+    e.update(env or {})
+    p = subprocess.Popen(cmd, env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip(), p.stderr.read()
+    return p
+
+
+def stop(p):
+    if p.poll() is None:
+        p.kill()
+    p.wait(timeout=30)
+
+
+def symbols_by_thread(rep):
+    return {t.get("name"): fltest.native_symbols(t) for t in rep["threads"]}
+
+
+def check_dump(path, pid):
+    rep = fltest.validate(json.load(open(path)))
+    assert rep["kind"] == "dump" and rep["capture"] == "ptrace", rep.get("capture")
+    assert rep["process"]["pid"] == pid
+    v = fltest.cli("validate", path)
+    assert v.returncode == 0, v.stdout + v.stderr
+    names = symbols_by_thread(rep)
+    assert len(rep["threads"]) == 5, names
+    for thread, (caller, call) in WAITERS.items():
+        syms = names.get(thread) or []
+        assert caller in syms, (thread, syms)
+        # The libc call is above its caller (innermost first).
+        assert any(s and call in s for s in syms[:syms.index(caller)]), (thread, syms)
+    return rep
+
+
+def test_100_dumps_leave_every_waiter_undisturbed(tmp_path):
+    # Today's signal dump makes poll, epoll_wait and nanosleep fail with
+    # EINTR: dumpwait exits 2..4 at the first dump.
+    p = start([DUMPWAIT], tmp_path)
+    try:
+        for i in range(100):
+            r = fltest.cli("dump", "--print-path", str(p.pid), timeout=60)
+            assert r.returncode == 0, (i, r.stderr)
+            assert p.poll() is None, (i, p.returncode, p.stderr.read())
+            check_dump(r.stdout.strip(), p.pid)
+        assert p.poll() is None, p.stderr.read()
+    finally:
+        stop(p)
+
+
+def test_ptrace_dump_needs_no_library_and_matches_gdb(tmp_path):
+    p = start([DUMPWAIT], tmp_path, preload=False)
+    try:
+        r = fltest.cli("dump", "--print-path", "--method", "ptrace", str(p.pid), timeout=60)
+        assert r.returncode == 0, r.stderr
+        rep = check_dump(r.stdout.strip(), p.pid)
+        shown = fltest.cli("show", "--color=never", r.stdout.strip())
+        assert f"Live dump of process {p.pid} (by ptrace, no signal sent)" in shown.stdout
+        assert p.poll() is None
+        # Oracle: gdb's backtrace of the same (still waiting) threads names the
+        # same callers, thread by thread. (gdb's attach makes epoll_wait fail
+        # with EINTR: dumpwait may end after it.)
+        g = subprocess.run(["gdb", "-batch", "-nx", "-p", str(p.pid), "-ex",
+                            "thread apply all bt"], capture_output=True, text=True, timeout=120)
+        for t in rep["threads"]:
+            block = g.stdout.split(f"LWP {t['tid']})")[1].split("\nThread ")[0]
+            gdb_funcs = [w for w in WAITERS.values() if w[0] in block]
+            ours = [w for w in WAITERS.values() if w[0] in fltest.native_symbols(t)]
+            assert gdb_funcs == ours, (t["name"], block, fltest.native_symbols(t))
+    finally:
+        stop(p)
+
+
+def test_dump_of_an_exiting_or_gone_process_fails_cleanly(tmp_path):
+    p = start([DUMPWAIT], tmp_path, preload=False)
+    pid = p.pid
+    stop(p)
+    r = fltest.cli("dump", "--method", "ptrace", str(pid), timeout=60)
+    assert r.returncode == 1 and "no process" in r.stderr, r.stderr
+
+
+WAITER = "import os, sys\nprint(os.getpid(), flush=True)\nsys.stdin.readline()\n"
+
+
+@pytest.mark.skipif(not os.path.exists(NOPTRACE), reason="built without libseccomp")
+def test_where_ptrace_is_refused_the_dump_falls_back_to_the_signal_and_says_so(tmp_path):
+    prog = tmp_path / "job.py"
+    prog.write_text(WAITER)
+    p = start(["/usr/bin/python3", str(prog)], tmp_path)
+    try:
+        # --method ptrace: refused, and nothing is sent.
+        r = subprocess.run([NOPTRACE, fltest.CLI, "dump", "--method", "ptrace", str(p.pid)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1, r.stderr
+        assert "cannot dump process" in r.stderr and "Operation not permitted" in r.stderr
+        assert not list(tmp_path.glob("faultline-*.json"))
+        # auto: the signal, said on stderr and in the report.
+        r = subprocess.run([NOPTRACE, fltest.CLI, "dump", "--print-path", str(p.pid)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert "ptrace refused" in r.stderr and "EINTR" in r.stderr, r.stderr
+        rep = fltest.validate(json.load(open(r.stdout.strip())))
+        assert rep["kind"] == "dump" and rep["capture"] == "signal"
+        assert p.poll() is None
+    finally:
+        p.stdin.write("\n")
+        p.stdin.close()
+        assert p.wait(timeout=30) == 0
+
+
+# Threads waiting at known depths; once the test has dumped it, a line on
+# stdin makes main dump its threads with faulthandler from the same line it
+# waited on (the readline and the dump share line 17), so both see one state.
+PY_JOB = """import faulthandler, os, sys, threading
+ready = threading.Barrier(4)
+def leaf(ev):
+    ready.wait()
+    ev.wait()
+def middle(ev):
+    leaf(ev)
+def outer(ev):
+    middle(ev)
+events = [threading.Event() for _ in range(3)]
+threads = [threading.Thread(target=outer if i % 2 else middle, args=(events[i],))
+           for i in range(3)]
+for t in threads:
+    t.start()
+ready.wait()
+def main_wait():
+    print(os.getpid(), flush=True); sys.stdin.readline(); faulthandler.dump_traceback(sys.stdout)
+main_wait()
+for e in events:
+    e.set()
+"""
+
+
+@pytest.mark.parametrize("python", ["/usr/bin/python3.11", "pyenv-3.11", "pyenv-3.12",
+                                    "pyenv-3.13"])
+def test_python_frames_of_a_ptrace_dump_equal_faulthandlers(tmp_path, python):
+    import faulthandler_text
+    import pyenvs
+    if python.startswith("pyenv-"):
+        prefix = pyenvs.pyenv_prefix(python[len("pyenv-"):])
+        python = pyenvs.require(os.path.join(prefix, "bin", "python3") if prefix else None)
+    prog = tmp_path / "job.py"
+    prog.write_text(PY_JOB)
+    p = start([python, str(prog)], tmp_path, preload=False)
+    try:
+        r = fltest.cli("dump", "--print-path", "--method", "ptrace", str(p.pid), timeout=60)
+        assert r.returncode == 0, r.stderr
+        rep = fltest.validate(json.load(open(r.stdout.strip())))
+        out, _ = p.communicate("\n", timeout=60)
+        assert p.returncode == 0
+    finally:
+        stop(p)
+    assert rep["python"] and rep["python"]["implementation"] == "cpython"
+    ours = {}
+    for t in rep["threads"]:
+        frames = [(f["file"], f["line"], f["function"]) for f in t["frames"]
+                  if f["kind"] == "python"]
+        if "pthread_id" in t:
+            ours[int(t["pthread_id"], 16)] = faulthandler_text.as_faulthandler(frames)
+    parsed = faulthandler_text.parse(out)
+    ids = [int(line.split("0x")[1].split()[0], 16) for line in out.splitlines()
+           if "(most recent call first)" in line]
+    theirs = {i: frames for i, (_, frames, _) in zip(ids, parsed)}
+    assert len(theirs) == 4, out
+    assert ours == theirs, (ours, out)
+
+
+# Threads born and ending all the time: some exit while they are attached
+# (ESRCH), some are born after the thread list was read (the next round).
+CHURN = """import os, sys, threading, time
+def short():
+    time.sleep(0.0005)
+def churn():
+    while True:
+        ts = [threading.Thread(target=short) for _ in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+threading.Thread(target=churn, daemon=True).start()
+print(os.getpid(), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_dumps_of_a_job_whose_threads_come_and_go(tmp_path):
+    prog = tmp_path / "churn.py"
+    prog.write_text(CHURN)
+    p = start(["/usr/bin/python3", str(prog)], tmp_path, preload=False)
+    try:
+        for i in range(30):
+            r = fltest.cli("dump", "--print-path", "--method", "ptrace", str(p.pid), timeout=60)
+            assert r.returncode == 0, (i, r.stderr)
+            rep = fltest.validate(json.load(open(r.stdout.strip())))
+            assert rep["capture"] == "ptrace" and rep["threads"][0]["tid"] == p.pid
+            assert p.poll() is None
+        out, _ = p.communicate("\n", timeout=60)
+        assert p.returncode == 0
+    finally:
+        stop(p)
+
+
+def test_a_target_that_exits_during_the_dumps_never_crashes_the_dump(tmp_path):
+    # Ends after a while of its own, mid-dump for some of them: each dump
+    # either succeeds or says the process is gone (exit 1), never a crash.
+    prog = tmp_path / "brief.py"
+    prog.write_text(CHURN.replace("sys.stdin.readline()", "time.sleep(0.5)"))
+    outcomes = set()
+    for _ in range(3):
+        p = start(["/usr/bin/python3", str(prog)], tmp_path, preload=False)
+        try:
+            while p.poll() is None:
+                r = fltest.cli("dump", "--print-path", "--method", "ptrace", str(p.pid),
+                               timeout=60)
+                assert r.returncode in (0, 1), (r.returncode, r.stderr)
+                if r.returncode == 1:
+                    assert "no process" in r.stderr or "exited" in r.stderr, r.stderr
+                outcomes.add(r.returncode)
+        finally:
+            stop(p)
+        assert p.returncode == 0
+    assert 0 in outcomes
+
+
+def task_field(pid, tid, name):
+    with open(f"/proc/{pid}/task/{tid}/status") as f:
+        for line in f:
+            if line.startswith(name + ":"):
+                return line.split()[1]
+    return None
+
+
+def task_state(pid, tid):
+    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def wait_until(cond):
+    import time
+    while not cond():  # bounded by the test's timeout
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_dump_ended_by_a_signal_lets_every_thread_go(tmp_path, sig):
+    import signal
+    # The vforker's wait cannot be interrupted: the dump waits for its stop
+    # while the other threads are stopped, and is ended right then.
+    p = start([DUMPWAIT, "vfork"], tmp_path, preload=False)
+    children = f"/proc/{p.pid}/task"
+    try:
+        tids = sorted(int(t) for t in os.listdir(children))
+        wait_until(lambda: any(open(f"{children}/{t}/children").read().strip() for t in tids))
+        vforker = [t for t in tids if open(f"{children}/{t}/comm").read().strip() == "vforker"]
+        d = subprocess.Popen([fltest.CLI, "dump", "--method", "ptrace", str(p.pid)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        others = [t for t in tids if t not in vforker]
+        wait_until(lambda: all(task_state(p.pid, t) == "t" for t in others))
+        assert all(task_field(p.pid, t, "TracerPid") == str(d.pid) for t in tids)
+        d.send_signal(getattr(signal, sig))
+        assert d.wait(timeout=60) == -getattr(signal, sig), d.stderr.read()
+        wait_until(lambda: all(task_field(p.pid, t, "TracerPid") == "0" for t in tids))
+        wait_until(lambda: all(task_state(p.pid, t) != "t" for t in others))
+        assert p.poll() is None, p.stderr.read()
+        # Still healthy and dumpable.
+        r = fltest.cli("dump", "--print-path", "--method", "ptrace", "--timeout", "1",
+                       str(p.pid), timeout=60)
+        assert r.returncode == 0, r.stderr
+        rep = fltest.validate(json.load(open(r.stdout.strip())))
+        [stuck] = [t for t in rep["threads"] if t["name"] == "vforker"]
+        assert stuck["captured"] is False and "did not stop" in stuck["note"], stuck
+        assert p.poll() is None, p.stderr.read()
+    finally:
+        for t in os.listdir(children) if p.poll() is None else []:
+            for c in open(f"{children}/{t}/children").read().split():
+                os.kill(int(c), 9)
+        stop(p)

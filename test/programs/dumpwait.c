@@ -1,0 +1,128 @@
+/* A healthy job that a live dump must leave undisturbed: threads wait in
+ * poll(), nanosleep(), epoll_wait() and sigwait(), and each one exits
+ * non-zero if its call ever fails (EINTR) or returns before its time.
+ *   dumpwait [vfork]
+ * Prints "ready" once every thread is about to wait, then runs until killed
+ * (SIGKILL) or until a thread sees its call disturbed (exit 2..5). With
+ * "vfork", one more thread waits for a vfork child that sleeps 60 s: a
+ * wait no ptrace stop can interrupt. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+static int g_pipe[2];
+static pthread_barrier_t g_ready;
+
+static void disturbed(const char* what, int rc, int code) {
+  fprintf(stderr, "dumpwait: %s returned %d: %s\n", what, rc, rc < 0 ? strerror(errno) : "early");
+  exit(code);
+}
+
+/* Named callers: a dump of this thread must show them. */
+NOINLINE void wait_in_poll(void) {
+  struct pollfd p = {g_pipe[0], POLLIN, 0};
+  int rc = poll(&p, 1, -1);
+  disturbed("poll", rc, 2);
+}
+
+NOINLINE void wait_in_nanosleep(void) {
+  /* An hour: any return is early. */
+  struct timespec ts = {3600, 0};
+  int rc = nanosleep(&ts, NULL);
+  disturbed("nanosleep", rc, 3);
+}
+
+NOINLINE void wait_in_epoll(int ep) {
+  struct epoll_event ev;
+  int rc = epoll_wait(ep, &ev, 1, -1);
+  disturbed("epoll_wait", rc, 4);
+}
+
+NOINLINE void wait_in_sigwait(const sigset_t* set) {
+  int sig = 0;
+  int rc = sigwait(set, &sig);
+  fprintf(stderr, "dumpwait: sigwait returned %d with signal %d\n", rc, sig);
+  exit(5);
+}
+
+static void* poller(void* arg) {
+  (void)arg;
+  pthread_barrier_wait(&g_ready);
+  wait_in_poll();
+  return NULL;
+}
+
+static void* sleeper(void* arg) {
+  (void)arg;
+  pthread_barrier_wait(&g_ready);
+  wait_in_nanosleep();
+  return NULL;
+}
+
+static void* epoller(void* arg) {
+  (void)arg;
+  int ep = epoll_create1(0);
+  struct epoll_event ev = {EPOLLIN, {0}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, g_pipe[0], &ev);
+  pthread_barrier_wait(&g_ready);
+  wait_in_epoll(ep);
+  return NULL;
+}
+
+static void* waiter(void* arg) {
+  sigset_t* set = arg;
+  pthread_barrier_wait(&g_ready);
+  wait_in_sigwait(set);
+  return NULL;
+}
+
+static void* vforker(void* arg) {
+  (void)arg;
+  pthread_barrier_wait(&g_ready);
+  pid_t child = vfork();
+  if (child == 0) {
+    struct timespec ts = {60, 0};
+    nanosleep(&ts, NULL);
+    _exit(0);
+  }
+  for (;;) pause();
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  int with_vfork = argc > 1 && strcmp(argv[1], "vfork") == 0;
+  static sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  /* Blocked in every thread (inherited): only sigwait collects SIGUSR1. */
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  if (pipe(g_pipe) != 0) return 1;
+  pthread_barrier_init(&g_ready, NULL, with_vfork ? 6 : 5);
+  pthread_t t[5];
+  pthread_create(&t[0], NULL, poller, NULL);
+  pthread_create(&t[1], NULL, sleeper, NULL);
+  pthread_create(&t[2], NULL, epoller, NULL);
+  pthread_create(&t[3], NULL, waiter, &set);
+  pthread_setname_np(t[0], "poller");
+  pthread_setname_np(t[1], "sleeper");
+  pthread_setname_np(t[2], "epoller");
+  pthread_setname_np(t[3], "sigwaiter");
+  if (with_vfork) {
+    pthread_create(&t[4], NULL, vforker, NULL);
+    pthread_setname_np(t[4], "vforker");
+  }
+  pthread_barrier_wait(&g_ready);
+  printf("ready\n");
+  fflush(stdout);
+  for (;;) pause();
+}
