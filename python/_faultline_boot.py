@@ -12,9 +12,10 @@ compilations become breadcrumbs and torch's versions annotations
 FAULTLINE_TORCH_HOOKS=0 turns it off, as it turns off the package's hooks.
 Under PYTHONFAULTHANDLER or -X faulthandler it also tells the library that
 faulthandler writes the crash text (see _faulthandler_writes_the_text).
-When LD_PRELOAD names libfaultline it also chains sys.excepthook and
-threading.excepthook: an uncaught exception leaves a report of kind
-"exception" (faultline/_excepthook.py, imported only then)."""
+When LD_PRELOAD names libfaultline it also chains sys.excepthook (and
+threading.excepthook once the package is imported): an uncaught exception
+leaves a report of kind "exception" (faultline/_excepthook.py, imported
+only then)."""
 import os
 import sys
 
@@ -90,10 +91,12 @@ def _on_exception(exc_type, exc, tb):
 
 
 def _chain_exception_hooks():
-    """sys.excepthook and threading.excepthook, each calling the previous
-    hook first (which prints as before), then writing the report."""
-    import threading
-    previous_sys, previous_threading = sys.excepthook, threading.excepthook
+    """sys.excepthook, calling the previous hook first (which prints as
+    before), then writing the report. threading.excepthook only if threading
+    is imported already: importing it here would come before a program's
+    own early patches (gevent's monkey.patch_all() wants to run first); the
+    package chains it when it is imported (with torch, or by the job)."""
+    previous_sys = sys.excepthook
 
     def sys_hook(exc_type, exc, tb):
         try:
@@ -101,14 +104,20 @@ def _chain_exception_hooks():
         finally:
             _on_exception(exc_type, exc, tb)
 
-    def threading_hook(args):
-        try:
-            previous_threading(args)
-        finally:
-            _on_exception(args.exc_type, args.exc_value, args.exc_traceback)
+    sys_hook._faultline_hook = True
+    sys.excepthook = sys_hook
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        previous_threading = threading.excepthook
 
-    sys_hook._faultline_hook = threading_hook._faultline_hook = True
-    sys.excepthook, threading.excepthook = sys_hook, threading_hook
+        def threading_hook(args):
+            try:
+                previous_threading(args)
+            finally:
+                _on_exception(args.exc_type, args.exc_value, args.exc_traceback)
+
+        threading_hook._faultline_hook = True
+        threading.excepthook = threading_hook
 
 
 def _boot():

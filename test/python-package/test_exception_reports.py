@@ -164,6 +164,13 @@ def test_startup_hook_in_a_preloaded_job(tmp_path):
     (r,) = exception_reports(run)
     fltest.validate(r)
     assert r["exception"]["type"] == "RuntimeError"
+    # The hook is chained at start-up without importing threading (a
+    # program's gevent patches must still come first).
+    probe = tmp_path / "probe.py"
+    probe.write_text("import sys\n"
+                     "print('threading' in sys.modules, sys.excepthook._faultline_hook)\n")
+    seen = fltest.run([SYSTEM_PYTHON, "-c", boot, str(probe)], env=env, report_dir=str(reports))
+    assert seen.stdout.split() == ["False", "True"], seen.stdout + seen.stderr
     # Off with FAULTLINE_EXCEPTION_REPORTS=0.
     off = tmp_path / "off"
     off.mkdir()
