@@ -11,7 +11,11 @@ compilations become breadcrumbs and torch's versions annotations
 (faultline/_torch.py) without `import faultline` in the job.
 FAULTLINE_TORCH_HOOKS=0 turns it off, as it turns off the package's hooks.
 Under PYTHONFAULTHANDLER or -X faulthandler it also tells the library that
-faulthandler writes the crash text (see _faulthandler_writes_the_text)."""
+faulthandler writes the crash text (see _faulthandler_writes_the_text).
+When LD_PRELOAD names libfaultline it also chains sys.excepthook (and
+threading.excepthook once the package is imported): an uncaught exception
+leaves a report of kind "exception" (faultline/_excepthook.py, imported
+only then)."""
 import os
 import sys
 
@@ -75,6 +79,47 @@ def _faulthandler_writes_the_text():
     annotate(b"faultline.faulthandler", b"on")
 
 
+def _on_exception(exc_type, exc, tb):
+    """The report of an uncaught exception, through the package (imported
+    now, which binds the preloaded library)."""
+    try:
+        import faultline
+        from faultline import _excepthook
+        _excepthook.report(_excepthook._library(), exc_type, exc, tb)
+    except Exception:  # noqa: BLE001 - the job's own hook has already printed
+        pass
+
+
+def _chain_exception_hooks():
+    """sys.excepthook, calling the previous hook first (which prints as
+    before), then writing the report. threading.excepthook only if threading
+    is imported already: importing it here would come before a program's
+    own early patches (gevent's monkey.patch_all() wants to run first); the
+    package chains it when it is imported (with torch, or by the job)."""
+    previous_sys = sys.excepthook
+
+    def sys_hook(exc_type, exc, tb):
+        try:
+            previous_sys(exc_type, exc, tb)
+        finally:
+            _on_exception(exc_type, exc, tb)
+
+    sys_hook._faultline_hook = True
+    sys.excepthook = sys_hook
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        previous_threading = threading.excepthook
+
+        def threading_hook(args):
+            try:
+                previous_threading(args)
+            finally:
+                _on_exception(args.exc_type, args.exc_value, args.exc_traceback)
+
+        threading_hook._faultline_hook = True
+        threading.excepthook = threading_hook
+
+
 def _boot():
     if os.environ.get("FAULTLINE_TORCH_HOOKS", "1") == "0" or not _maybe_preloaded():
         return
@@ -83,6 +128,9 @@ def _boot():
     except Exception:  # noqa: BLE001 - never break the job's start-up
         pass
     sys.meta_path.insert(0, _OnTorchImport())
+    if ("libfaultline" in os.environ.get("LD_PRELOAD", "")
+            and os.environ.get("FAULTLINE_EXCEPTION_REPORTS", "1") != "0"):
+        _chain_exception_hooks()
 
 
 _boot()

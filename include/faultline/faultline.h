@@ -166,6 +166,16 @@ FAULTLINE_API void faultline_breadcrumb(const char* message);
  * returns 0, or a negative errno value. The process goes on. */
 FAULTLINE_API int faultline_dump_now(void);
 
+/* Writes a report of kind "exception" of the live process, as
+ * faultline_dump_now() does, with an "exception" object: type, message,
+ * the traceback's frames (innermost last, one per line as
+ * "file<TAB>line<TAB>function"), and text (as the language prints it).
+ * Any may be NULL; each is cut at the report's limit. The Python package
+ * calls it from sys.excepthook and threading.excepthook. Returns 0, or a
+ * negative errno value (-EBUSY while another thread's is being written). */
+FAULTLINE_API int faultline_exception_report(const char* type, const char* message,
+                                             const char* frames, const char* text);
+
 /* Where faultline's text goes (the faulthandler-style summary on a crash or
  * dump, "report written to ...", a report that could not be written): file
  * descriptor fd instead of stderr (2). Returns 0, or -EBADF. Like

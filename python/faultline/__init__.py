@@ -295,6 +295,8 @@ def _current_options():
 
 
 def _hooks():
+    from . import _excepthook
+    _excepthook.install()
     if os.environ.get("FAULTLINE_TORCH_HOOKS", "1") != "0":
         from . import _torch
         _torch.install(sys.modules[__name__])

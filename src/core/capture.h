@@ -24,8 +24,14 @@ enum class CaptureKind : uint8_t {
   kTerminate,  // abort() from our std::terminate handler: an uncaught C++ exception
   kDump,       // a live dump: the process goes on
   kShutdown,   // SIGTERM (signal/shutdown.h), reported before it takes its course
+  kException,  // an uncaught Python exception, taken as a live dump (terminate_record.h)
 };
-const char* capture_kind_name(CaptureKind k);  // "crash", "terminate", "dump", "shutdown"
+// "crash", "terminate", "dump", "shutdown", "exception"
+const char* capture_kind_name(CaptureKind k);
+// A report of a process that goes on afterwards: no minidump, no hold.
+inline bool capture_is_live(CaptureKind k) {
+  return k == CaptureKind::kDump || k == CaptureKind::kException;
+}
 
 // A crash of another thread that arrived while the first one was reported
 // (signal/handler.cpp records it; the report lists it).
@@ -103,6 +109,8 @@ struct Capture {
   // What the std::terminate handler recorded, for a report of kind
   // kTerminate (nullptr otherwise): the exception's type and what().
   const TerminateInfo* terminate;
+  // What the package handed over, for a report of kind kException.
+  const PythonExceptionInfo* py_exception;
   // The crashes of other threads meanwhile: a table the signal handler
   // keeps filling while this capture is written (valid entries only).
   const SecondaryCrash* secondary;

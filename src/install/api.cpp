@@ -16,6 +16,7 @@
 #include "core/capture/threads.h"
 #include "core/crash_state.h"
 #include "core/signal/handler.h"
+#include "core/terminate_record.h"
 #include "core/write/report_file.h"
 #include "faultline/faultline.h"
 #include "install/dump_signal.h"
@@ -71,6 +72,29 @@ int faultline_dump_now(void) {
     dump_signal_handler(SIGUSR2, &si, &uc);
   }
   return dumps_written() > before ? 0 : -EIO;
+}
+
+int faultline_exception_report(const char* type, const char* message, const char* frames,
+                               const char* text) {
+  if (!g_crash.installed) return -ENOTCONN;
+  PythonExceptionInfo& e = g_py_exception;
+  int idle = 0;
+  if (!__atomic_compare_exchange_n(&e.set, &idle, 2, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    return -EBUSY;
+  }
+  auto copy = [](char* to, size_t size, const char* from, int* truncated) {
+    size_t n = str_copy(to, size, from ? from : "");
+    if (truncated) *truncated = from && n < str_len(from);
+  };
+  copy(e.type, sizeof e.type, type, nullptr);
+  copy(e.message, sizeof e.message, message, &e.message_truncated);
+  copy(e.frames, sizeof e.frames, frames, &e.frames_truncated);
+  copy(e.text, sizeof e.text, text, &e.text_truncated);
+  e.tid = static_cast<int>(sys_gettid());
+  __atomic_store_n(&e.set, 1, __ATOMIC_RELEASE);  // dump_work takes it as kException
+  int rc = faultline_dump_now();
+  __atomic_store_n(&e.set, 0, __ATOMIC_RELEASE);
+  return rc;
 }
 
 size_t faultline_last_report(char* buf, size_t size) {

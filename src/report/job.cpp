@@ -55,24 +55,27 @@ bool is_distributed_file(const std::string& file) {
   return file.find("/torch/distributed/") != std::string::npos;
 }
 
-// The user's innermost frame of a thread and the torch.distributed call
-// under it, if the thread has a user frame.
-std::optional<WaitingIn> waiting_in_thread(const Thread& t) {
-  std::vector<const Frame*> py;
-  for (const Frame& f : t.frames) {
-    if (f.is_python()) py.push_back(&f);
-  }
+// A Python frame as waiting_in_frames reads it.
+struct PyPlace {
+  std::string file;
+  int64_t line = 0;
+  std::string function;
+};
+
+// The user's innermost frame (py: innermost first) and the
+// torch.distributed call under it, if there is a user frame.
+std::optional<WaitingIn> waiting_in_frames(const std::vector<PyPlace>& py) {
   size_t user = 0;
-  while (user < py.size() && is_library_file(py[user]->file)) ++user;
+  while (user < py.size() && is_library_file(py[user].file)) ++user;
   if (user == py.size()) return std::nullopt;
   WaitingIn w;
-  w.file = py[user]->file;
-  w.line = py[user]->line.value_or(0);
-  w.function = py[user]->function;
+  w.file = py[user].file;
+  w.line = py[user].line;
+  w.function = py[user].function;
   // The call the user made: the outermost torch.distributed frame below the
   // user's, passing over wrappers and private helpers.
   for (size_t i = 0; i < user; ++i) {
-    const Frame& f = *py[i];
+    const PyPlace& f = py[i];
     if (!is_distributed_file(f.file)) continue;
     if (w.call.empty() || (f.function != "wrapper" && f.function[0] != '_')) {
       w.call = f.function;
@@ -81,7 +84,32 @@ std::optional<WaitingIn> waiting_in_thread(const Thread& t) {
   return w;
 }
 
+std::optional<WaitingIn> waiting_in_thread(const Thread& t) {
+  std::vector<PyPlace> py;
+  for (const Frame& f : t.frames) {
+    if (f.is_python()) py.push_back({f.file, f.line.value_or(0), f.function});
+  }
+  return waiting_in_frames(py);
+}
+
+// Where an uncaught Python exception was raised: its traceback (innermost
+// last in the report), read as a thread's stack.
+std::optional<WaitingIn> waiting_in_exception(const Report& r) {
+  auto exc = r.raw.find("exception");
+  if (r.kind != "exception" || exc == r.raw.end() || !exc->is_object()) return std::nullopt;
+  auto tb = exc->find("traceback");
+  if (tb == exc->end() || !tb->is_array()) return std::nullopt;
+  std::vector<PyPlace> py;
+  for (auto it = tb->rbegin(); it != tb->rend(); ++it) {
+    if (!it->is_object()) continue;
+    py.push_back({string_field(*it, "file"), int_field(*it, "line").value_or(0),
+                  string_field(*it, "function")});
+  }
+  return waiting_in_frames(py);
+}
+
 std::optional<WaitingIn> waiting_in_report(const Report& r) {
+  if (std::optional<WaitingIn> w = waiting_in_exception(r)) return w;
   std::optional<WaitingIn> first;
   for (const Thread* t : r.threads_crashed_first()) {
     std::optional<WaitingIn> w = waiting_in_thread(*t);
@@ -227,7 +255,8 @@ JobRank job_rank_of(const Report& r) {
   if (j.host.empty()) j.host = r.process.hostname;
   j.path = r.path;
   j.kind = r.kind;
-  j.signal = r.signal.name;
+  // An exception report's signal is the live dump's that took it: not the failure.
+  j.signal = r.kind == "exception" ? "" : r.signal.name;
   j.timestamp = r.timestamp;
   j.summary = r.diagnosis.summary;
   j.category = r.diagnosis.category;
@@ -325,10 +354,10 @@ std::string jobs_to_text(const std::vector<JobResult>& jobs) {
                        j.ranks.size() - missing, missing);
     if (j.root_cause) {
       const JobRank& r = *j.root_cause;
-      out += fmt::format("  root cause: {} on {}: {} {} at {}\n",
+      out += fmt::format("  root cause: {} on {}: {}{} at {}\n",
                          r.rank ? fmt::format("rank {}", *r.rank) : "a rank without a number",
                          e(r.host.empty() ? "unknown host" : r.host), e(r.kind),
-                         e(r.signal.empty() ? "-" : r.signal), e(r.timestamp));
+                         r.signal.empty() ? "" : " " + e(r.signal), e(r.timestamp));
       out += fmt::format("    {}\n", e(r.summary.empty() ? "(no diagnosis)" : r.summary));
       out += fmt::format("    report: {}\n", e(r.path));
       if (!j.ambiguity.empty()) out += fmt::format("    ambiguous: {}\n", e(j.ambiguity));
@@ -345,7 +374,8 @@ std::string jobs_to_text(const std::vector<JobResult>& jobs) {
         out += " no report\n";
         continue;
       }
-      out += fmt::format(" {} {}", e(r.report->kind), e(r.report->signal));
+      out += " " + e(r.report->kind);
+      if (!r.report->signal.empty()) out += " " + e(r.report->signal);
       if (r.report->waiting_in) out += fmt::format("  in {}", e(r.report->waiting_in->text()));
       out += "\n";
     }

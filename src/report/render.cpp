@@ -296,7 +296,11 @@ std::string render_text(const Report& r, const TextOptions& options) {
                        bold ? st.bold(v) : v);
   };
 
-  if (r.kind == "dump") {
+  if (r.kind == "exception") {
+    out +=
+        st.red(fmt::format("Uncaught Python exception in process {}", or_unknown(r.process.pid))) +
+        "\n";
+  } else if (r.kind == "dump") {
     // Taken by ptrace from outside: no signal was sent.
     bool ptrace = string_field(r.raw, "capture") == "ptrace";
     out += st.yellow(fmt::format("Live dump of process {} ({}): the process continued",
@@ -344,6 +348,21 @@ std::string render_text(const Report& r, const TextOptions& options) {
     field("Minidump", escape_controls(dir.empty() ? minidump : dir + "/" + minidump));
   }
 
+  // An uncaught Python exception: its text as Python printed it.
+  auto exc = r.raw.find("exception");
+  if (r.kind == "exception" && exc != r.raw.end() && exc->is_object()) {
+    std::string text = string_field(*exc, "text");
+    if (!text.empty()) {
+      out += "\n" + st.bold("Exception:") + "\n";
+      size_t start = 0;
+      while (start < text.size()) {
+        size_t end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        out += "  " + escape_controls(text.substr(start, end - start)) + "\n";
+        start = end + 1;
+      }
+    }
+  }
   auto threads = r.threads_crashed_first();
   if (threads.empty()) out += "\nNo threads in this report.\n";
   for (const Thread* t : threads) {
@@ -382,7 +401,7 @@ std::string render_faulthandler(const Report& r) {
   const size_t kMaxThreads = 100;
   const size_t kMaxFrames = 100;
   std::string out;
-  if (r.kind != "dump") {
+  if (r.kind != "dump" && r.kind != "exception") {
     out += "Fatal Python error: " + faulthandler_ascii(faulthandler_signal_name(r)) + "\n\n";
   }
 

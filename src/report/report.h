@@ -140,7 +140,7 @@ struct Report {
   nlohmann::json raw;  // the whole document, unknown fields included
   std::string path;    // where it was read from ("" for in-memory input)
   std::string schema;
-  std::string kind;       // "crash" | "dump" | "terminate" | "shutdown" | "" (unknown)
+  std::string kind;  // "crash" | "dump" | "terminate" | "shutdown" | "exception" | "" (unknown)
   std::string timestamp;  // ISO 8601, "" when missing
   Signal signal;
   Diagnosis diagnosis;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
@@ -41,14 +42,34 @@ std::string compute_signature(const Report& r) {
   // The writer hashes "?" for a signal it has no name for (the report says "UNKNOWN").
   std::string signal = r.signal.name.empty() || r.signal.name == "UNKNOWN" ? "?" : r.signal.name;
   std::string exception_type;
-  if (r.kind == "terminate" && r.raw.is_object()) {
-    auto e = r.raw.find("exception");
-    if (e != r.raw.end() && e->is_object()) exception_type = string_field(*e, "type");
+  auto exc = r.raw.is_object() ? r.raw.find("exception") : r.raw.end();
+  if (r.kind == "terminate" && exc != r.raw.end() && exc->is_object()) {
+    exception_type = string_field(*exc, "type");
   }
   bool sent_by_process = r.signal.code && *r.signal.code <= 0;  // SI_USER, SI_TKILL, ...
   core::SignatureBuilder s(signal.c_str(), r.diagnosis.category.c_str(),
                            r.kind == "terminate" ? exception_type.c_str() : nullptr,
                            sent_by_process);
+  if (r.kind == "exception") {
+    // An uncaught Python exception: signed by its type and its traceback's
+    // innermost frames, as the crash path signs it (diagnosis.cpp).
+    std::string type = exc != r.raw.end() && exc->is_object() ? string_field(*exc, "type") : "";
+    core::SignatureBuilder p(signal.c_str(), r.diagnosis.category.c_str(), type.c_str(),
+                             sent_by_process);
+    const nlohmann::json* tb = exc != r.raw.end() && exc->is_object() && exc->contains("traceback")
+                                   ? &exc->at("traceback")
+                                   : nullptr;
+    std::vector<std::array<std::string, 3>> frames;
+    for (size_t i = tb && tb->is_array() ? tb->size() : 0; i > 0 && frames.size() < 4; --i) {
+      const nlohmann::json& f = (*tb)[i - 1];
+      if (!f.is_object()) continue;
+      frames.push_back(
+          {string_field(f, "file"), string_field(f, "function"), string_field(f, "origin")});
+    }
+    for (const auto& f : frames) p.python(f[0].c_str(), f[1].c_str(), f[2].c_str());
+    p.finish(out);
+    return out;
+  }
   const Thread* t = r.crashed_thread();
   for (size_t i = 0; t && i < t->frames.size(); ++i) {
     const Frame& f = t->frames[i];

@@ -110,7 +110,7 @@ def test_validate_agrees_with_jsonschema(tmp_path):
     (lambda d: d["signal"].update(number="11"), "/signal/number: expected integer, got string"),
     (lambda d: d["threads"][0]["frames"][0].update(pc="7f00"), "/threads/0/frames/0/pc:"),
     (lambda d: d["modules"][0].update(build_id="XYZ"), "/modules/0/build_id:"),
-    (lambda d: d.update(kind="oops"), '/kind: must be one of ["crash","dump","terminate","shutdown"]'),
+    (lambda d: d.update(kind="oops"), '/kind: must be one of ["crash","dump","terminate","shutdown","exception"]'),
 ])
 def test_validate_says_where(tmp_path, edit, message):
     d = load("cli-python-segv.json")

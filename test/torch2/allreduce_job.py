@@ -3,23 +3,12 @@ poison_step while the other ranks wait for it in all_reduce (run by
 test_job.py under torchrun_nolibuv.py)."""
 import ctypes
 import os
-import sys
 
 import torch
 import torch.distributed as dist
-import torch.distributed.rendezvous  # noqa: F401
+import gloo_store  # noqa: F401  (the root has no libuv)
 
 rank = int(os.environ["RANK"])
-_TCPStore = dist.TCPStore
-
-
-def tcp_store_without_libuv(*args, **kwargs):  # the root's PyTorch has no libuv
-    kwargs["use_libuv"] = False
-    return _TCPStore(*args, **kwargs)
-
-
-# (the module, not the function torch.distributed.rendezvous that shadows it)
-sys.modules["torch.distributed.rendezvous"].TCPStore = tcp_store_without_libuv
 dist.init_process_group("gloo")
 
 

@@ -9,6 +9,7 @@ host's `faultline` CLI reads the report and the generated files directly.
 import glob
 import json
 import os
+import socket
 import subprocess
 
 import fltest
@@ -73,13 +74,39 @@ def run_job(scenario, workdir, env=None, timeout=300):
     return r
 
 
-def user_line(marker):
-    """Line number of the line of jobs.py that carries `# USER: marker` (or LAYER)."""
-    with open(JOBS) as f:
+def user_line(marker, path=JOBS):
+    """Line number of the line of path (jobs.py) that carries `# USER: marker` (or LAYER)."""
+    with open(path) as f:
         for n, line in enumerate(f, 1):
             if line.rstrip().endswith("# " + marker):
                 return n
     raise AssertionError("no line marked " + marker)
+
+
+TORCHRUN = os.path.join(HERE, "torchrun_nolibuv.py")
+
+
+def torchrun_args(job, nproc=4):
+    """torchrun (torchrun_nolibuv.py) of job with nproc ranks on a fixed free
+    port: with --master_port 0 the ranks' own store clients would be told 0."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return ["python3", TORCHRUN, f"--nproc_per_node={nproc}", "--master_port", str(port), job]
+
+
+def torchrun_job(job, tmp_path):
+    """Runs job under torchrun twice: without faultline (tmp_path/without)
+    and preloaded with shutdown reports asked for (tmp_path/with, they are
+    off by default). Returns (the run with faultline, the one without)."""
+    base_dir = tmp_path / "without"
+    base_dir.mkdir()
+    baseline = run(torchrun_args(job), base_dir, preload=False, timeout=300)
+    work = tmp_path / "with"
+    work.mkdir()
+    r = run(torchrun_args(job), work, env={"FAULTLINE_SHUTDOWN_REPORTS": "1"}, timeout=300)
+    return r, baseline
 
 
 def report_path(run):

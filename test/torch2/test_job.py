@@ -6,39 +6,21 @@ all_reduce call; `faultline job` names rank 2 the root cause; torchrun's
 exit status is the one it has without faultline."""
 import json
 import os
-import socket
 
 import rootrun
 
 import fltest
 
 JOB = os.path.join(rootrun.HERE, "allreduce_job.py")
-TORCHRUN = os.path.join(rootrun.HERE, "torchrun_nolibuv.py")
 
 
 def user_line():
-    with open(JOB) as f:
-        return next(n for n, line in enumerate(f, 1) if line.rstrip().endswith("# USER: all_reduce"))
-
-
-def args():
-    # A fixed free port: with --master_port 0 the ranks' own store clients
-    # would be told port 0.
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return ["python3", TORCHRUN, "--nproc_per_node=4", "--master_port", str(port), JOB]
+    return rootrun.user_line("USER: all_reduce", JOB)
 
 
 def test_rank_2_is_the_root_cause_the_others_collateral(tmp_path):
-    base_dir = tmp_path / "without"
-    base_dir.mkdir()
-    baseline = rootrun.run(args(), base_dir, preload=False, timeout=300)
+    r, baseline = rootrun.torchrun_job(JOB, tmp_path)
     work = tmp_path / "with"
-    work.mkdir()
-    # Shutdown reports are asked for (they are off by default).
-    r = rootrun.run(args(), work, env={"FAULTLINE_SHUTDOWN_REPORTS": "1"}, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == baseline.returncode != 0, out
     print(out[-4000:])

@@ -110,6 +110,8 @@ const char* capture_kind_name(CaptureKind k) {
       return "dump";
     case CaptureKind::kShutdown:
       return "shutdown";
+    case CaptureKind::kException:
+      return "exception";
     case CaptureKind::kCrash:
       break;
   }
@@ -269,7 +271,7 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
     });
   }
   // Last of the slow phases: whatever happens to it, the report is whole.
-  if (cfg.minidump && kind != CaptureKind::kDump) {
+  if (cfg.minidump && !capture_is_live(kind)) {
     {
       // Here, not inside the phase: a phase abandoned by a fault or the
       // watchdog jumps out of it, past any destructor, and a process that

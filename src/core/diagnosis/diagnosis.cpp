@@ -173,6 +173,47 @@ void write_signature(Capture* c, const ThreadCapture* t) {
   s.finish(c->signature);
 }
 
+// An uncaught Python exception: its type and message, where it was raised
+// (the traceback's innermost frame, and the innermost frame of the user's
+// own code when that is another), signed by its type and innermost frames.
+void diagnose_py_exception(Capture* c) {
+  const PythonExceptionInfo& e = *c->py_exception;
+  c->category = "python-exception";
+  // The last kSignaturePythonFrames frames, and the innermost user frame.
+  static ExceptionFrame last[kSignaturePythonFrames], user;
+  int n = 0;
+  bool have_user = false;
+  ExceptionFrame f;
+  for (const char* p = e.frames; next_exception_frame(&p, &f);) {
+    last[n % kSignaturePythonFrames] = f;
+    ++n;
+    if (classify_python(f.file, f.function).user) {
+      user = f;
+      have_user = true;
+    }
+  }
+  StrBuf b(c->summary, sizeof c->summary);
+  b.add("uncaught Python exception ").add(e.type[0] ? e.type : "?");
+  if (e.message[0]) b.add(": ").add_n(e.message, 160);
+  const ExceptionFrame* inner = n > 0 ? &last[(n - 1) % kSignaturePythonFrames] : nullptr;
+  if (inner) {
+    b.add(" in ").add(inner->function).add(" at ").add(path_basename(inner->file));
+    b.add(":").add_dec(static_cast<uint64_t>(inner->line));
+  }
+  if (have_user && inner && !(str_eq(user.file, inner->file) && user.line == inner->line)) {
+    b.add(" while running ").add(user.function).add(" at ").add(path_basename(user.file));
+    b.add(":").add_dec(static_cast<uint64_t>(user.line));
+  }
+  const SignalInfo* si = find_signal(c->signo);
+  SignatureBuilder sig(si ? si->name : "?", c->category, e.type,
+                       signal_sent_by_process(c->info.si_code));
+  for (int i = n - 1; i >= 0 && i >= n - kSignaturePythonFrames; --i) {
+    const ExceptionFrame& g = last[i % kSignaturePythonFrames];
+    sig.python(g.file, g.function, classify_python(g.file, g.function).id);
+  }
+  sig.finish(c->signature);
+}
+
 }  // namespace
 
 void diagnose(Capture* c) {
@@ -184,6 +225,10 @@ void diagnose(Capture* c) {
     b.add("live dump (").add(si ? si->name : "signal").add(") of ").add_dec(c->nthreads);
     b.add(" threads");
     dump_signature(c->signature);
+    return;
+  }
+  if (c->kind == CaptureKind::kException && c->py_exception) {
+    diagnose_py_exception(c);
     return;
   }
   uintptr_t sp = c->have_uc ? static_cast<uintptr_t>(c->uc.uc_mcontext.gregs[REG_RSP]) : 0;

@@ -91,7 +91,7 @@ void write_minidump_file(Capture* c) {
   }
   const Config& cfg = g_crash.config;
   MinidumpInput in = {};
-  in.signo = c->kind == CaptureKind::kDump ? 0 : c->signo;
+  in.signo = capture_is_live(c->kind) ? 0 : c->signo;
   in.code = c->info.si_code;
   in.address = reinterpret_cast<uintptr_t>(c->info.si_addr);
   in.crashed_tid = c->tid;
@@ -136,7 +136,7 @@ void write_minidump_file(Capture* c) {
 ThreadRegs* minidump_thread_room(Arena* arena) {
   // Crashes only: a live dump has no minidump.
   const Capture* c = g_crash.capture;
-  if (!g_crash.config.minidump || !c || c->kind == CaptureKind::kDump) return nullptr;
+  if (!g_crash.config.minidump || !c || capture_is_live(c->kind)) return nullptr;
   ThreadRegs* r = arena->alloc_array<ThreadRegs>(1);
   if (r && arena->used() + kMinidumpDefaultStack <= arena->capacity() / 4) {
     // Not zeroed: the thread fills what it copies, and the pages it does

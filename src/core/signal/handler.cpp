@@ -50,7 +50,8 @@ alignas(4096) CrashState g_crash;
 static_assert(offsetof(CrashState, previous) + 12 * sizeof(struct sigaction) <= 4096,
               "the default signals' previous[] entries (4 to 11) belong on the first page");
 SigactionFn g_real_sigaction = nullptr;  // set at install (src/install/sigaction_hook.cpp)
-TerminateInfo g_terminate;  // filled by the terminate handler (src/install/terminate.cpp)
+TerminateInfo g_terminate;           // filled by the terminate handler (src/install/terminate.cpp)
+PythonExceptionInfo g_py_exception;  // filled by faultline_exception_report (src/install/api.cpp)
 FAULTLINE_CONSTINIT HandlerState g_handler;
 // Set while a capture phase runs: a fault inside it jumps back to the
 // phase runner, which records the phase as failed and goes on with the next one.
@@ -159,7 +160,13 @@ void dump_work(void* arg) {
   if (!c) return;
   c->secondary = g_secondary;
   c->nsecondary = &g_nsecondary;
-  capture_all(c, CaptureKind::kDump, w->signo, w->info, w->ucv);
+  // Asked for by faultline_exception_report on this thread: an uncaught
+  // Python exception, taken as a live dump.
+  bool exception =
+      __atomic_load_n(&g_py_exception.set, __ATOMIC_ACQUIRE) && g_py_exception.tid == sys_gettid();
+  c->py_exception = exception ? &g_py_exception : nullptr;
+  capture_all(c, exception ? CaptureKind::kException : CaptureKind::kDump, w->signo, w->info,
+              w->ucv);
   w->written = write_report(*c, /*announce=*/false);
   if (g_crash.config.write_stderr) announce_report(*c, w->written);
 }

@@ -11,6 +11,7 @@
 #include "core/base/sys.h"
 #include "core/base/time_fmt.h"
 #include "core/crash_state.h"
+#include "core/diagnosis/classify.h"
 #include "core/diagnosis/diagnosis.h"
 #include "core/modules/modules.h"
 #include "core/write/job_identity.h"
@@ -153,6 +154,33 @@ void write_exception(JsonWriter& w, const Capture& c) {
     throw_site = ct->frames[i].symbol && str_eq(ct->frames[i].symbol, "__cxa_throw");
   }
   w.field_str("stack", throw_site ? "throw site" : "terminate (the throw site was unwound)");
+  w.end_object();
+}
+
+// An uncaught Python exception: what the package handed over.
+void write_py_exception(JsonWriter& w, const Capture& c) {
+  const PythonExceptionInfo* e = c.py_exception;
+  w.key("exception");
+  w.begin_object();
+  w.field_str("language", "python");
+  w.str_exact("type", e->type, str_len(e->type));
+  w.str_exact("message", e->message, str_len(e->message));
+  if (e->message_truncated) w.field_bool("message_truncated", true);
+  w.key("traceback");
+  w.begin_array();
+  ExceptionFrame f;
+  for (const char* p = e->frames; next_exception_frame(&p, &f);) {
+    w.begin_object();
+    w.str_exact("file", f.file, str_len(f.file));
+    w.field_num("line", f.line);
+    w.str_exact("function", f.function, str_len(f.function));
+    w.field_str("origin", classify_python(f.file, f.function).id);
+    w.end_object();
+  }
+  w.end_array();
+  if (e->frames_truncated) w.field_bool("traceback_truncated", true);
+  w.str_exact("text", e->text, str_len(e->text));
+  if (e->text_truncated) w.field_bool("text_truncated", true);
   w.end_object();
 }
 
@@ -313,6 +341,7 @@ bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err) {
   w.field_str("timestamp", ts);
   write_signal(w, c);
   if (c.kind == CaptureKind::kTerminate) write_exception(w, c);
+  if (c.kind == CaptureKind::kException && c.py_exception) write_py_exception(w, c);
   w.key("diagnosis");
   w.begin_object();
   w.field_str("summary", c.summary);
