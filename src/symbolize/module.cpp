@@ -53,6 +53,7 @@ class ModuleData {
   Dwarf* own_dwarf = nullptr;     // main's DWARF when source == kModule
   std::unique_ptr<DwarfIndex> index;
   SymbolTable symbols;
+  SymbolTable own_symbols;  // main's own table, when `symbols` is the debug file's
   std::map<uint64_t, std::vector<CallSite>> sites_by_entry;  // call sites of functions, by entry
 
   ~ModuleData() {
@@ -175,6 +176,7 @@ void ModuleData::open(const std::string& module_path, const std::string& expecte
   if (debug.file) symbols.add(debug.file->elf());
   if (symbols.empty() && main) symbols.add(main->elf());
   symbols.finish();
+  if (debug.file && main && own_symbols.add(main->elf())) own_symbols.finish();
   if (index)
     index->set_symbol_lookup([this](uint64_t entry) { return symbols.starting_at(entry); });
 }
@@ -211,13 +213,18 @@ AddressInfo Module::lookup(uint64_t address) {
     info.frames.back().function = internal::demangle(sym);
   } else if (!info.frames.empty() && !info.function_from_scopes &&
              info.frames.back().function.find('(') == std::string::npos) {
-    // A C function with several names (glibc: raise, gsignal, __GI_raise):
-    // the one the symbol tables prefer, as the raw report and a debugger's
-    // symbol lookup show it, when DWARF's name is one of them.
+    // A C function with several names (glibc: raise, gsignal, __GI_raise),
+    // DWARF's among them: the one the module's own symbol table gives its
+    // start, the largest there and the last in the table among equals, as
+    // llvm-symbolizer names it (clock_gettime's start is __clock_gettime);
+    // where that table has none (a local function of a stripped library),
+    // DWARF's. The raw report's symbol keeps the crash path's choice.
     uint64_t start = 0;
-    const char* s = d.symbols.find(address, &start);
     std::string& function = info.frames.back().function;
-    if (s && function != s && d.symbols.has_symbol_at(function, start)) function = s;
+    if (d.symbols.find(address, &start) && d.symbols.has_symbol_at(function, start)) {
+      const internal::SymbolTable& own = d.own_symbols.empty() ? d.symbols : d.own_symbols;
+      if (const char* s = own.last_largest_at(start)) function = s;
+    }
   } else if (info.function_from_scopes) {
     // DWARF had no linkage name for the real function: the symbol table's
     // name of the same function carries the parameter types and the

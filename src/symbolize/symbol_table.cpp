@@ -45,6 +45,8 @@ bool SymbolTable::add(Elf* elf) {
     }
     symbols_.push_back(
         {sym.st_value, sym.st_size, name, core::symbol_binding_rank(GELF_ST_BIND(sym.st_info))});
+    auto [it, added] = last_largest_.try_emplace(sym.st_value, sym.st_size, name);
+    if (!added && sym.st_size >= it->second.first) it->second = {sym.st_size, name};
   }
   return true;
 }
@@ -96,6 +98,11 @@ const char* SymbolTable::starting_at(uint64_t address) const {
   auto it = std::lower_bound(symbols_.begin(), symbols_.end(), address,
                              [](const Symbol& s, uint64_t a) { return s.address < a; });
   return it != symbols_.end() && it->address == address ? it->name : nullptr;
+}
+
+const char* SymbolTable::last_largest_at(uint64_t address) const {
+  auto it = last_largest_.find(address);
+  return it != last_largest_.end() ? it->second.second : nullptr;
 }
 
 }  // namespace faultline::symbolize::internal

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace faultline::symbolize::internal {
@@ -30,6 +31,9 @@ class SymbolTable {
   bool address_of(const std::string& name, uint64_t* address) const;
   // The symbol that starts exactly at `address`, or null.
   const char* starting_at(uint64_t address) const;
+  // Of the symbols that start at `address`, the largest, and among those the
+  // last in the table (the alias llvm-symbolizer names), or null.
+  const char* last_largest_at(uint64_t address) const;
   bool empty() const { return symbols_.empty(); }
 
  private:
@@ -42,6 +46,7 @@ class SymbolTable {
   std::vector<Symbol> symbols_;
   std::deque<std::string> unversioned_;  // "f" for a .symtab's "f@@VERSION"
   std::unordered_multimap<std::string_view, uint64_t> by_name_;
+  std::unordered_map<uint64_t, std::pair<uint64_t, const char*>> last_largest_;  // size, name
 };
 
 }  // namespace faultline::symbolize::internal

@@ -2,7 +2,8 @@
 functions of an -O2 -g program full of inlining, 1,000 inside libc with
 Debian's libc6-dbg, 1,000 inside libstdc++ with libstdc++6-12-dbg, and 1,000
 inside libtorch_cpu (symbols only). Function, file, line and column of every
-frame of the inline chain must agree for at least 99% of the addresses; every
+frame of the inline chain must agree for at least 99% of the addresses, and
+every aliased function address of libc must be named alike; every
 disagreement is printed (pytest shows it when the test fails, -s shows it
 always). The naming differences by design are listed in
 symtools.compare_with_llvm.
@@ -86,3 +87,34 @@ def test_libtorch_symbols_agree_with_llvm_symbolizer():
     named = sum(1 for frames in oracle.values() if frames and frames[0]["function"])
     assert named >= COUNT * 0.9, f"llvm-symbolizer named only {named} addresses"
     assert len(disagreements) <= COUNT // 100, "\n".join(disagreements)
+
+
+def test_libc_aliases_are_named_as_llvm_symbolizer_names_them():
+    """Every libc address that several function symbols name (glibc's aliases:
+    clock_gettime and __clock_gettime, clone and __clone, GLOBAL and WEAK,
+    versioned, internal __GI_ names): the outermost frame's function is
+    exactly llvm-symbolizer's where it takes the name from libc's own symbol
+    table (.dynsym), and its --functions=short name (DW_AT_name) where it
+    prints DWARF's linkage name, glibc's internal alias (__GI___clone3), the
+    one naming difference by design."""
+    debug = symtools.system_debug_file(symtools.LIBC)
+    if debug is None:
+        pytest.skip("libc6-dbg is not installed")
+    own = symtools.symbol_names(symtools.LIBC)
+    aliased = {a for a, names in symtools.symbol_names(debug).items() if len(names) > 1}
+    addresses = sorted(aliased | {a for a, names in own.items() if len(names) > 1})
+    assert len(addresses) > 300, f"only {len(addresses)} aliased addresses in libc"
+    ours = symtools.faultline_addresses(symtools.LIBC, addresses)
+    full = symtools.llvm_addresses(symtools.LIBC, addresses, ["--no-demangle"])
+    short = symtools.llvm_addresses(symtools.LIBC, addresses, ["--functions=short"])
+    named = [a for a in addresses if full.get(a) and short.get(a)]
+    assert len(named) >= len(addresses) * 0.9, "llvm-symbolizer named too few of them"
+    differ = []
+    for a in named:
+        mine, theirs = ours.get(a, [{}])[-1].get("function"), full[a][-1]["function"]
+        if theirs not in own.get(a, set()):
+            theirs = short[a][-1]["function"]
+        if mine != theirs:
+            differ.append(f"{a:#x}: faultline {mine!r}, llvm-symbolizer {theirs!r}")
+    print(f"libc aliases: {len(named) - len(differ)}/{len(named)} named as llvm-symbolizer does")
+    assert not differ, "\n".join(differ)
