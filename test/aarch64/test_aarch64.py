@@ -59,7 +59,8 @@ def crashed_thread(report):
 
 def ours(names):
     """The test program's own functions, in order."""
-    return [n for n in names if n and (n.startswith("chain_") or n in ("main", "crasher"))]
+    return [n for n in names
+            if n and (n.startswith("chain_") or n in ("main", "crasher", "on_usr1", "send_usr1"))]
 
 
 def gdb_backtrace(program, core):
@@ -133,6 +134,18 @@ def test_crash_frames_match_gdb(variant, mode, programs, lib, tmp_path):
         assert ours(names) == gdb, (names, gdb)
     else:
         assert ours(names)[: len(gdb)] == gdb, (names, gdb)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_through_the_signal_trampoline(variant, programs, lib, tmp_path):
+    """A crash in a signal handler: the unwind crosses qemu's trampoline
+    (an anonymous page, no tables, no symbol) by its instructions and goes
+    on from the interrupted context in raise() to its callers."""
+    bare, withfl, report, _ = run_both(programs[variant], ["handler"], tmp_path, lib)
+    assert withfl.returncode == bare.returncode < 0, withfl.stderr
+    frames = crashed_thread(report)["frames"]
+    names = [f.get("symbol") for f in frames]
+    assert ours(names) == CHAIN + ["on_usr1", "send_usr1", "main"], names
 
 
 def test_threads_all_captured(programs, lib, tmp_path):
