@@ -46,6 +46,7 @@ echo "== aarch64 (cross build, tests under qemu-user)"
 cmake -S "$top" -B "$top/build-arm64" -DFAULTLINE_TESTS=OFF \
   -DCMAKE_TOOLCHAIN_FILE="$top/cmake/toolchains/aarch64-linux-gnu.cmake"
 cmake --build "$top/build-arm64" -j"$jobs" --target faultline
+"$top/tools/arm64-root" make  # arm64 CPython for aarch64_python (cached; ~22 min the first time)
 FAULTLINE_ARM64_BUILD="$top/build-arm64" run_ctest "$top/build" --output-on-failure -L aarch64 \
   --timeout 900
 
