@@ -13,6 +13,8 @@ packages=(
   python3-setuptools python3-wheel python3-pip python3-venv python3-build dpkg-dev fakeroot
   libpython3.11-testsuite  # CPython's test_faulthandler (test_cpython_faulthandler.py)
   cmark-gfm hyperfine
+  gcc-aarch64-linux-gnu g++-aarch64-linux-gnu binutils-aarch64-linux-gnu  # the aarch64 stage
+  qemu-user-static gdb-multiarch  # aarch64 tests under emulation (doc/aarch64.md)
   debootstrap  # tools/torch-root: the Debian sid root with PyTorch 2.x (torch2 tests)
 )
 missing=()

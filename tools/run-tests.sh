@@ -5,8 +5,10 @@
 #   3. the release build (warnings as errors) and all tests (ctest), including
 #      the torch2 tests, whose Debian sid root (real PyTorch 2.x) tools/torch-root
 #      makes first on a fresh machine (~5 min, cached afterwards),
-#   4. an ASan+UBSan build of the offline code and its tests,
-#   5. short libFuzzer runs of the report reader and the symbolizer (clang).
+#   4. the aarch64 stage: the cross build of libfaultline.so and its tests
+#      under qemu-user (ctest -L aarch64, doc/aarch64.md),
+#   5. an ASan+UBSan build of the offline code and its tests,
+#   6. short libFuzzer runs of the report reader and the symbolizer (clang).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
@@ -37,7 +39,16 @@ cmake -S "$top" -B "$top/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFAULTLINE_WE
 cmake --build "$top/build" -j"$jobs"
 
 echo "== tests"
-run_ctest "$top/build" --output-on-failure -j"$jobs" --timeout 900
+run_ctest "$top/build" --output-on-failure -j"$jobs" --timeout 900 -LE aarch64
+
+echo "== aarch64 (cross build, tests under qemu-user)"
+"$top/tools/setup-qemu-aarch64" || echo "aarch64: binfmt_misc not set up; the tests launch qemu-aarch64-static themselves"
+cmake -S "$top" -B "$top/build-arm64" -DFAULTLINE_TESTS=OFF \
+  -DCMAKE_TOOLCHAIN_FILE="$top/cmake/toolchains/aarch64-linux-gnu.cmake"
+cmake --build "$top/build-arm64" -j"$jobs" --target faultline
+"$top/tools/arm64-root" make  # arm64 CPython for aarch64_python (cached; ~22 min the first time)
+FAULTLINE_ARM64_BUILD="$top/build-arm64" run_ctest "$top/build" --output-on-failure -L aarch64 \
+  --timeout 900
 
 echo "== sanitizers (ASan+UBSan) on the offline code and its tests"
 cmake -S "$top" -B "$top/build-asan" -DCMAKE_BUILD_TYPE=Debug -DFAULTLINE_SANITIZE=ON \

@@ -9,6 +9,8 @@
 #include <sys/types.h>
 #include <ucontext.h>
 
+#include "core/base/arch.h"
+
 namespace faultline::core {
 
 struct Origin;  // a frame's layer (diagnosis/classify.h)
@@ -74,14 +76,11 @@ enum class Unwinder : uint8_t {
 // stack request (for the minidump): the context lives in a signal frame that
 // is gone once the thread has answered, and the thread runs on (a sleep
 // interrupted by the request returns EINTR and its caller moves on).
-struct ThreadRegs {
-  greg_t gregs[NGREG];
-  struct _libc_fpstate fp;  // the FXSAVE area
-  bool have_fp;
-  char* stack;           // room for the stack window; nullptr: read it when writing
-  size_t stack_cap;      // its size
-  uint64_t stack_start;  // address of the first byte copied
-  size_t stack_len;      // bytes copied
+struct ThreadRegs : ArchThreadRegs {  // the registers (core/base/arch.h)
+  char* stack;                        // room for the stack window; nullptr: read it when writing
+  size_t stack_cap;                   // its size
+  uint64_t stack_start;               // address of the first byte copied
+  size_t stack_len;                   // bytes copied
 };
 
 struct ThreadCapture {

@@ -58,7 +58,8 @@ void* faultline::install::dlopen_unhooked(const char* file, int mode) {
 
 // dlopen(file, mode): save the arguments, call fl_before_dlopen with the
 // stack aligned, restore them, and jump (the caller's return address stays
-// on top of the stack for libc's dlopen to see).
+// on top of the stack, x86-64, or in x30, aarch64, for libc's dlopen to see).
+#if defined(__x86_64__)
 __asm__(
     ".text\n"
     ".globl dlopen\n"
@@ -82,3 +83,33 @@ __asm__(
     "  jmp *g_fl_real_dlopen(%rip)\n"
     ".cfi_endproc\n"
     ".size dlopen, .-dlopen\n");
+#elif defined(__aarch64__)
+__asm__(
+    ".text\n"
+    ".globl dlopen\n"
+    ".type dlopen, %function\n"
+    ".p2align 2\n"
+    "dlopen:\n"
+    ".cfi_startproc\n"
+    "  hint #34\n"  // bti c: a no-op unless branch target identification is on
+    "  stp x29, x30, [sp, #-32]!\n"
+    ".cfi_def_cfa_offset 32\n"
+    ".cfi_offset 29, -32\n"
+    ".cfi_offset 30, -24\n"
+    "  mov x29, sp\n"
+    "  stp x0, x1, [sp, #16]\n"
+    "  bl fl_before_dlopen\n"
+    "  ldp x0, x1, [sp, #16]\n"
+    "  ldp x29, x30, [sp], #32\n"
+    ".cfi_def_cfa_offset 0\n"
+    ".cfi_restore 29\n"
+    ".cfi_restore 30\n"
+    "  adrp x16, :got:g_fl_real_dlopen\n"
+    "  ldr x16, [x16, :got_lo12:g_fl_real_dlopen]\n"
+    "  ldr x16, [x16]\n"
+    "  br x16\n"
+    ".cfi_endproc\n"
+    ".size dlopen, .-dlopen\n");
+#else
+#error "dlopen_hook.cpp: no dlopen stub for this architecture"
+#endif

@@ -15,6 +15,7 @@
 #define FAULTLINE_SYMBOL_NAME2(x) #x
 
 namespace faultline::install {
+#if FAULTLINE_LIBUNWIND
 namespace {
 
 template <typename T>
@@ -42,8 +43,13 @@ bool tls_is_static(void* handle) {
 }
 
 }  // namespace
+#endif
 
 bool libunwind_load(const char** why) {
+#if !FAULTLINE_LIBUNWIND
+  *why = "the libunwind backend is not built for this architecture";
+  return false;
+#else
   *why = "";
   if (core::libunwind_available()) return true;
   void* h = dlopen_unhooked("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
@@ -69,6 +75,7 @@ bool libunwind_load(const char** why) {
   // Kept loaded for good: the crash path holds its functions.
   core::unwind_use_libunwind(api, tls_is_static(h));
   return true;
+#endif
 }
 
 }  // namespace faultline::install

@@ -348,6 +348,7 @@ Report parse_report(const std::string& text, const std::string& path) {
   r.process.executable = str(p, "executable");
   r.process.cwd = str(p, "cwd");
   r.process.hostname = str(p, "hostname");
+  r.process.arch = str(p, "arch");
   r.process.start_time = str(p, "start_time");
   const json& argv = member(p, "argv");
   if (argv.is_array()) {

@@ -121,6 +121,7 @@ struct Process {
   bool argv_truncated = false;  // the command line did not fit (8 KiB): more came after
   std::string cwd;
   std::string hostname;
+  std::string arch;  // "x86_64", "aarch64"; "" in reports from before the field (x86-64)
   std::string start_time;
 };
 

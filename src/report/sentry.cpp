@@ -216,7 +216,7 @@ json sentry_event(const Report& r) {
                 {"debug_id", debug_id},
                 {"code_file", m.path},
                 {"image_addr", m.base.empty() ? "0x0" : m.base},
-                {"arch", "x86_64"}};
+                {"arch", r.process.arch == "aarch64" ? "arm64" : "x86_64"}};
     if (m.size) img["image_size"] = *m.size;
     // Non-PIE executables are linked at their load address: tell Sentry.
     if (m.load_bias.size() > 2 && m.base.size() > 2) {

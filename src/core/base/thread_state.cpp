@@ -17,7 +17,10 @@ ThreadState g_states[kMaxThreadStates];
 // pages in every fork child). A small variable of its own: the link sorts
 // the sections of the small ones together, on a page every start-up writes,
 // so a fork child reads it without a page fault.
-uint64_t g_thread_state_pages[4];
+// The last entry's id is at most this many pages past the first page (208
+// on x86-64; aarch64's sigjmp_buf makes an entry larger).
+constexpr unsigned kTablePages = (sizeof g_states - sizeof(ThreadState)) / 4096 + 2;
+uint64_t g_thread_state_pages[(kTablePages + 63) / 64];
 
 // The page of the table that entry `at`'s id is on, counted from the page
 // the table starts on (it need not start a page): 0 to 208.
@@ -25,8 +28,6 @@ unsigned tid_page(unsigned at) {
   return static_cast<unsigned>((reinterpret_cast<uintptr_t>(&g_states[at].tid) >> 12) -
                                (reinterpret_cast<uintptr_t>(g_states) >> 12));
 }
-// The last entry's id is at most this many pages past the first page.
-constexpr unsigned kTablePages = (sizeof g_states - sizeof(ThreadState)) / 4096 + 2;
 static_assert(kTablePages <= sizeof g_thread_state_pages * 8,
               "a bit for each page of the thread-state table");
 

@@ -14,6 +14,8 @@
 #include <sys/types.h>
 #include <ucontext.h>
 
+#include "core/base/arch.h"
+
 namespace faultline::core {
 
 // The program's handler that faultline is calling on this thread as a
@@ -46,7 +48,7 @@ struct ReturnedFault {
   int signo;  // 0: none
   int reported;
   uintptr_t addr;
-  greg_t regs[REG_EFL + 1];  // r8 ... rip, eflags
+  uint64_t regs[kFaultRegCount];  // the general registers (arch.h)
 };
 
 // Recovery from a fault inside faultline's own handlers (see recover.h), the
@@ -75,14 +77,7 @@ ThreadState* thread_state_find(pid_t self);
 // In a fork child: only the forking thread exists, under a new id.
 void thread_state_reset_after_fork();
 
-// The thread pointer (%fs:0, glibc's struct pthread, what pthread_self()
-// returns): with the thread id it tells a thread from a dead one whose id
-// the kernel reused.
-inline uintptr_t thread_pointer() {
-  uintptr_t tp;
-  asm("mov %%fs:0, %0" : "=r"(tp));
-  return tp;
-}
+// thread_pointer(), pthread_self_address(): core/base/arch.h.
 
 // True when thread tid of this process has exited (tgkill with signal 0).
 bool thread_is_gone(pid_t tid);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <time.h>
 
+#include "core/base/arch.h"
 #include "core/base/start_text.h"
 #include "core/base/str.h"
 #include "core/base/sys.h"
@@ -181,13 +182,12 @@ int annotation_set(const char* key, const char* value) {
 namespace {
 
 // The calling thread's id without a system call: glibc keeps it in the
-// thread's struct pthread (%fs:0x10), at an offset found once by scanning for
+// thread's struct pthread (pthread_self_address()), at an offset found once by scanning for
 // the id the kernel gives (used only when exactly one word matches).
 long g_tid_offset = -2;  // -2: not looked for yet, -1: not usable
 
 pid_t current_tid() {
-  uintptr_t self;
-  asm("mov %%fs:0x10, %0" : "=r"(self));
+  uintptr_t self = pthread_self_address();
   long off = __atomic_load_n(&g_tid_offset, __ATOMIC_RELAXED);
   if (off >= 0) return *reinterpret_cast<const pid_t*>(self + static_cast<uintptr_t>(off));
   pid_t tid = sys_gettid();

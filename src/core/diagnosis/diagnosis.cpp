@@ -1,6 +1,7 @@
 // The diagnosis: category, summary line and signature of a capture.
 #include "core/diagnosis/diagnosis.h"
 
+#include "core/base/arch.h"
 #include "core/base/signals.h"
 #include "core/base/time_fmt.h"
 #include "core/diagnosis/classify.h"
@@ -231,8 +232,8 @@ void diagnose(Capture* c) {
     diagnose_py_exception(c);
     return;
   }
-  uintptr_t sp = c->have_uc ? static_cast<uintptr_t>(c->uc.uc_mcontext.gregs[REG_RSP]) : 0;
-  uintptr_t pc = c->have_uc ? static_cast<uintptr_t>(c->uc.uc_mcontext.gregs[REG_RIP]) : 0;
+  uintptr_t sp = c->have_uc ? uc_sp(c->uc) : 0;
+  uintptr_t pc = c->have_uc ? uc_pc(c->uc) : 0;
   c->category = crash_category(c->signo, c->info.si_code,
                                reinterpret_cast<uintptr_t>(c->info.si_addr), sp, pc);
   if (c->kind == CaptureKind::kTerminate) c->category = "uncaught-exception";

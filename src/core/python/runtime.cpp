@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/base/arch.h"
 #include "core/base/safe_read.h"
 #include "core/base/str.h"
 #include "core/base/sys.h"
@@ -126,19 +127,16 @@ const char* runtime_from_exports(const PythonExports& e, Runtime* rt) {
 }
 
 long find_pthread_tid_offset() {
-#if defined(__x86_64__)
-  // glibc keeps the thread's own struct pthread address (pthread_self()) in
-  // the TCB header at %fs:0x10; the struct holds the kernel tid. Scanning for
-  // our tid finds the field's offset without depending on a glibc version.
-  uintptr_t self = 0;
-  __asm__ volatile("mov %%fs:0x10, %0" : "=r"(self));
+  // The thread's own struct pthread (pthread_self()) holds the kernel tid.
+  // Scanning for our tid finds the field's offset without depending on a
+  // glibc version.
+  uintptr_t self = pthread_self_address();
   int32_t tid = static_cast<int32_t>(sys_gettid());
   int32_t words[512];  // 2 KiB: struct pthread's tid sits at 0x2d0 in glibc 2.3x
   if (!self || !safe_read(words, self, sizeof words)) return -1;
   for (int i = 0; i < 512; ++i) {
     if (words[i] == tid) return i * 4;
   }
-#endif
   return -1;
 }
 

@@ -107,8 +107,8 @@ bool gave_up(int signo, const struct sigaction& called) {
   return false;
 }
 
-greg_t* regs(void* ucv) {
-  return static_cast<ucontext_t*>(ucv)->uc_mcontext.gregs;
+const ucontext_t& uc_of(void* ucv) {
+  return *static_cast<ucontext_t*>(ucv);
 }
 
 uint64_t bit(int signo) {
@@ -129,8 +129,9 @@ bool take_pending(int signo, Pending* out) {
 
 bool same_fault(const ReturnedFault& r, int signo, const siginfo_t* info, void* ucv) {
   if (r.signo != signo || r.addr != reinterpret_cast<uintptr_t>(info->si_addr)) return false;
-  const greg_t* now = regs(ucv);
-  for (size_t i = 0; i < sizeof r.regs / sizeof r.regs[0]; ++i) {
+  uint64_t now[kFaultRegCount];
+  memcpy(now, uc_fault_regs(uc_of(ucv)), sizeof now);
+  for (int i = 0; i < kFaultRegCount; ++i) {
     if (r.regs[i] != now[i]) return false;
   }
   return true;
@@ -138,7 +139,7 @@ bool same_fault(const ReturnedFault& r, int signo, const siginfo_t* info, void* 
 
 void remember(ThreadState* st, int signo, const siginfo_t* info, void* ucv, bool reported) {
   st->returned.addr = reinterpret_cast<uintptr_t>(info->si_addr);
-  memcpy(st->returned.regs, regs(ucv), sizeof st->returned.regs);
+  memcpy(st->returned.regs, uc_fault_regs(uc_of(ucv)), sizeof st->returned.regs);
   st->returned.reported = reported ? 1 : 0;
   st->returned.signo = signo;
 }
@@ -155,8 +156,8 @@ Outcome call(ThreadState* st, int signo, siginfo_t* info, void* ucv, bool report
     g_crash.previous[signo].sa_handler = SIG_DFL;
     g_crash.previous[signo].sa_flags = 0;
   }
-  uintptr_t pc = static_cast<uintptr_t>(regs(ucv)[REG_RIP]);
-  uintptr_t sp = static_cast<uintptr_t>(regs(ucv)[REG_RSP]);
+  uintptr_t pc = uc_pc(uc_of(ucv));
+  uintptr_t sp = uc_sp(uc_of(ucv));
   // Whether the mapping denied this access: then a mapping that allows it
   // once the handler returns means the handler fixed it. SEGV_ACCERR says
   // so itself (its other causes are excluded by fault_access_now). For
@@ -203,8 +204,7 @@ Outcome call(ThreadState* st, int signo, siginfo_t* info, void* ucv, bool report
   sigprocmask(SIG_SETMASK, &old, nullptr);
   if (st->call.reported && !reported) return Outcome::kReportedInside;
   if (raised || gave_up(signo, h)) return Outcome::kFatal;
-  if (static_cast<uintptr_t>(regs(ucv)[REG_RIP]) != pc ||
-      static_cast<uintptr_t>(regs(ucv)[REG_RSP]) != sp) {
+  if (uc_pc(uc_of(ucv)) != pc || uc_sp(uc_of(ucv)) != sp) {
     return Outcome::kRecovered;
   }
   // It reset the signal through faultline's sigaction() (recorded, not yet
@@ -385,7 +385,7 @@ bool inside_call(const ThreadState* st, uintptr_t below) {
 
 Nested chain_call_nested(ThreadState* st, void* ucv, int* signo, siginfo_t** info, void** uc) {
   if (!__atomic_load_n(&st->call.sp, __ATOMIC_ACQUIRE)) return Nested::kNo;
-  if (!inside_call(st, ucv ? static_cast<uintptr_t>(regs(ucv)[REG_RSP]) : 0)) {
+  if (!inside_call(st, ucv ? uc_sp(uc_of(ucv)) : 0)) {
     __atomic_store_n(&st->call.sp, 0, __ATOMIC_RELEASE);
     return Nested::kNo;
   }

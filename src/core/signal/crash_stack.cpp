@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 
+#include "core/base/arch.h"
 #include "core/handler_state.h"
 
 namespace faultline::core {
@@ -50,18 +51,7 @@ void run_on_crash_stack(void (*fn)(void*), void* arg) {
   sigset_t all;
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, &g_handler.switch_mask);
-  void (*body)(void (*)(void*), void*) = trampoline_body;
-  __asm__ volatile(
-      "mov %%rsp, %%rbx\n\t"
-      "mov %[top], %%rsp\n\t"
-      "call *%[body]\n\t"
-      "mov %%rbx, %%rsp\n\t"
-      : "+D"(fn), "+S"(arg)
-      : [top] "r"(top), [body] "r"(body)
-      : "rbx", "rax", "rcx", "rdx", "r8", "r9", "r10", "r11", "memory", "cc", "xmm0", "xmm1",
-        "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
-        "xmm13", "xmm14", "xmm15", "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)",
-        "st(7)");
+  call_on_stack(top, trampoline_body, fn, arg);
   sigprocmask(SIG_SETMASK, &g_handler.switch_mask, nullptr);
 }
 

@@ -9,6 +9,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "core/base/arch.h"
+
 namespace faultline::core {
 namespace {
 
@@ -33,13 +35,6 @@ struct ProcmapQuery {
 };
 constexpr unsigned long kProcmapQuery = _IOWR('f', 17, ProcmapQuery);
 constexpr uint64_t kVmaReadable = 1, kVmaWritable = 2, kVmaExecutable = 4;
-
-// x86-64 page-fault error code bits (the fault's REG_ERR): the access, and
-// the causes a mapping's protection does not show (a protection key, a
-// shadow-stack access, SGX).
-constexpr uint64_t kErrWrite = 1u << 1, kErrFetch = 1u << 4;
-constexpr uint64_t kErrNotProtection = (1u << 5) | (1u << 6) | (1u << 15);
-constexpr greg_t kTrapPageFault = 14;
 
 enum class Lookup { kFound, kNone, kFailed };
 
@@ -168,13 +163,9 @@ Access fault_access_now(int signo, const siginfo_t* info, const void* ucv) {
   // protection fault (SI_KERNEL, no address), a protection key
   // (SEGV_PKUERR) or another cause the mapping does not show.
   if (info->si_code != SEGV_MAPERR && info->si_code != SEGV_ACCERR) return Access::kUnknown;
-  const greg_t* g = static_cast<const ucontext_t*>(ucv)->uc_mcontext.gregs;
-  if (g[REG_TRAPNO] != kTrapPageFault) return Access::kUnknown;
-  auto err = static_cast<uint64_t>(g[REG_ERR]);
-  if (err & kErrNotProtection) return Access::kUnknown;
-  uint64_t need = (err & kErrFetch)   ? kVmaExecutable
-                  : (err & kErrWrite) ? kVmaWritable
-                                      : kVmaReadable;
+  PageFault pf = uc_page_fault(*static_cast<const ucontext_t*>(ucv));
+  if (!pf.known) return Access::kUnknown;
+  uint64_t need = pf.fetch ? kVmaExecutable : pf.write ? kVmaWritable : kVmaReadable;
   auto addr = reinterpret_cast<uint64_t>(info->si_addr);
   int saved = errno;
   int fd = static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC));

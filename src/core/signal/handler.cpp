@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/base/arch.h"
 #include "core/base/raw_log.h"
 #include "core/base/recover.h"
 #include "core/base/sigaction_real.h"
@@ -197,8 +198,7 @@ void record_secondary(pid_t self, int signo, siginfo_t* info, void* ucv) {
     sc.signo = signo;
     sc.code = info->si_code;
     sc.addr = reinterpret_cast<uintptr_t>(info->si_addr);
-    sc.pc =
-        ucv ? static_cast<uintptr_t>(static_cast<ucontext_t*>(ucv)->uc_mcontext.gregs[REG_RIP]) : 0;
+    sc.pc = ucv ? uc_pc(*static_cast<ucontext_t*>(ucv)) : 0;
     __atomic_store_n(&sc.valid, 1, __ATOMIC_RELEASE);
   }
   note_secondary_crash(static_cast<ucontext_t*>(ucv));

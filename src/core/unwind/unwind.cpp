@@ -1,5 +1,6 @@
 #include "core/unwind/unwind.h"
 
+#include "core/base/arch.h"
 #include "core/base/safe_read.h"
 #include "core/unwind/unwind_with_cfi.h"
 #include "core/unwind/unwind_with_frame_pointers.h"
@@ -59,7 +60,7 @@ void unwind_from_context(const ucontext_t* uc, const ModuleTable& modules, Threa
       unwind_with_libunwind(uc, &last, last_exact, modules, t, max_frames, errors);
     } else {
       int before = t->frames_total;
-      if (last.valid & (1u << kCfiRbp)) unwind_frame_pointers(last.r[kCfiRbp], t, max_frames);
+      if (last.valid & cfi_bit(kCfiRbp)) unwind_frame_pointers(last.r[kCfiRbp], t, max_frames);
       bool went_on = t->frames_total > before;
       if (went_on) t->unwinder = Unwinder::kCfiThenFp;
       if (!want_libunwind) {
@@ -84,10 +85,8 @@ void unwind_from_context(const ucontext_t* uc, const ModuleTable& modules, Threa
     // No unwind tables to use (the module list could not be read) and no
     // libunwind: the faulting pc, then the frame-pointer chain.
     t->unwinder = Unwinder::kFramePointer;
-    const greg_t* g = uc->uc_mcontext.gregs;
-    push_frame(t, max_frames, static_cast<uintptr_t>(g[REG_RIP]),
-               static_cast<uintptr_t>(g[REG_RSP]), true);
-    unwind_frame_pointers(static_cast<uintptr_t>(g[REG_RBP]), t, max_frames);
+    push_frame(t, max_frames, uc_pc(*uc), uc_sp(*uc), true);
+    unwind_frame_pointers(uc_fp(*uc), t, max_frames);
     errors->add("unwind: no unwind tables and no libunwind; frame-pointer chain only");
   }
   t->captured = true;

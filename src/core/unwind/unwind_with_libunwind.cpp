@@ -7,6 +7,7 @@
 
 namespace faultline::core {
 
+#if FAULTLINE_LIBUNWIND
 namespace {
 
 // libunwind's functions once loaded: filled before it is published, then
@@ -155,5 +156,16 @@ __attribute__((noinline)) void unwind_with_libunwind(const ucontext_t* uc, const
     }
   }
 }
+
+#else  // no libunwind backend on this architecture
+
+bool libunwind_available() {
+  return false;
+}
+
+void unwind_with_libunwind(const ucontext_t*, const CfiRegs*, bool, const ModuleTable&,
+                           ThreadCapture*, int, CaptureErrors*) {}
+
+#endif
 
 }  // namespace faultline::core

@@ -7,8 +7,17 @@
 
 #include <ucontext.h>
 
+// The backend is built where its register handling is written for the
+// architecture (x86-64) and libunwind's header is found; elsewhere
+// libunwind_available() is false and FAULTLINE_UNWINDER=libunwind falls
+// back to the CFI unwinder (doc/aarch64.md).
+#if defined(__x86_64__) && __has_include(<libunwind.h>)
+#define FAULTLINE_LIBUNWIND 1
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
+#else
+#define FAULTLINE_LIBUNWIND 0
+#endif
 
 #include "core/frames.h"
 #include "core/unwind/cfi/engine.h"
@@ -19,6 +28,7 @@ namespace faultline::core {
 // libunwind: it is loaded (src/install/libunwind_load.cpp) only when
 // FAULTLINE_UNWINDER asks for it, so a process that never uses it does not
 // pay for loading it. Until then every pointer is null.
+#if FAULTLINE_LIBUNWIND
 struct LibunwindApi {
   int (*init_local)(unw_cursor_t*, unw_context_t*);
   int (*init_local2)(unw_cursor_t*, unw_context_t*, int);
@@ -35,6 +45,7 @@ struct LibunwindApi {
 // libunwind's per-thread cache (its own TLS) is safe to touch in a handler,
 // i.e. that TLS is static; else no cache is used.
 void unwind_use_libunwind(const LibunwindApi& api, bool per_thread_cache);
+#endif
 
 // Whether libunwind was loaded (unwind_use_libunwind ran).
 bool libunwind_available();

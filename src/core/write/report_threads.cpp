@@ -1,5 +1,6 @@
 #include "core/write/report_threads.h"
 
+#include "core/base/arch.h"
 #include "core/base/str.h"
 #include "core/crash_state.h"
 #include "core/diagnosis/classify.h"
@@ -30,23 +31,11 @@ const char* unwinder_name(Unwinder u) {
 }
 
 void write_registers(JsonWriter& w, const ucontext_t& uc) {
-  struct Reg {
-    char name[8];  // text, not a pointer: no relocation at load
-    int index;
-  };
-  static const Reg kRegs[] = {
-      {"rax", REG_RAX}, {"rbx", REG_RBX},       {"rcx", REG_RCX},         {"rdx", REG_RDX},
-      {"rsi", REG_RSI}, {"rdi", REG_RDI},       {"rbp", REG_RBP},         {"rsp", REG_RSP},
-      {"r8", REG_R8},   {"r9", REG_R9},         {"r10", REG_R10},         {"r11", REG_R11},
-      {"r12", REG_R12}, {"r13", REG_R13},       {"r14", REG_R14},         {"r15", REG_R15},
-      {"rip", REG_RIP}, {"eflags", REG_EFL},    {"err", REG_ERR},         {"trapno", REG_TRAPNO},
-      {"cr2", REG_CR2}, {"csgsfs", REG_CSGSFS}, {"oldmask", REG_OLDMASK},
-  };
+  ArchReg regs[kArchRegMax];
+  int n = uc_registers(uc, regs);
   w.key("registers");
   w.begin_object();
-  for (const Reg& r : kRegs) {
-    w.field_hex(r.name, static_cast<uint64_t>(uc.uc_mcontext.gregs[r.index]));
-  }
+  for (int i = 0; i < n; ++i) w.field_hex(regs[i].name, regs[i].value);
   w.end_object();
 }
 

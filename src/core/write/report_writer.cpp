@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/base/arch.h"
 #include "core/base/safe_read.h"
 #include "core/base/signals.h"
 #include "core/base/str.h"
@@ -32,6 +33,7 @@ void write_process(JsonWriter& w, const Capture& c, const Config& cfg) {
   w.field_num("pid", c.pid);
   w.field_num("ppid", static_cast<int64_t>(syscall(SYS_getppid)));
   w.field_num("uid", static_cast<int64_t>(syscall(SYS_getuid)));
+  w.field_str("arch", kArchName);
   const char* exe = nullptr;
   for (int i = 0; i < c.modules.count; ++i) {
     if (c.modules.items[i].is_main) exe = c.modules.items[i].path;

@@ -3,6 +3,7 @@
 #include <stddef.h>
 
 #include "core/base/safe_read.h"
+#include "core/unwind/cfi/cfi_arch.h"
 #include "core/unwind/cfi/expr.h"
 #include "core/unwind/cfi/stream.h"
 #include "core/unwind/cfi/table.h"
@@ -12,38 +13,11 @@ namespace {
 
 using namespace cfi;
 
-// DWARF register number -> index in ucontext's gregs.
-constexpr int kGregOf[kCfiNumRegs] = {REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI,
-                                      REG_RBP, REG_RSP, REG_R8,  REG_R9,  REG_R10, REG_R11,
-                                      REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP};
-
-// The rt_sigreturn trampoline: mov $15,%rax; syscall. The interrupted
-// context's ucontext is at sp.
-bool is_sigreturn(uintptr_t pc) {
-  static const uint8_t kCode[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
-  uint8_t code[9];
-  if (!safe_read(code, pc, sizeof code)) return false;
-  for (size_t i = 0; i < sizeof code; ++i) {
-    if (code[i] != kCode[i]) return false;
-  }
-  return true;
-}
-
-CfiStatus step_sigreturn(CfiRegs* regs, bool* exact) {
-  uintptr_t gregs = regs->r[kCfiRsp] + offsetof(ucontext_t, uc_mcontext.gregs);
-  greg_t g[NGREG];
-  if (!safe_read(g, gregs, sizeof g)) return CfiStatus::kUnreadable;
-  for (int i = 0; i < kCfiNumRegs; ++i) regs->r[i] = static_cast<uintptr_t>(g[kGregOf[i]]);
-  regs->valid = (1u << kCfiNumRegs) - 1;
-  *exact = true;
-  return CfiStatus::kStepped;
-}
-
 CfiStatus apply_row(const Row& row, CfiRegs* regs, StackWindow* stack, bool* exact) {
   uintptr_t cfa;
   if (row.cfa.kind == kRegister) {
     int r = static_cast<int>(row.cfa.value);
-    if (!(regs->valid & (1u << r))) return CfiStatus::kBadCfi;
+    if (!(regs->valid & cfi_bit(r))) return CfiStatus::kBadCfi;
     cfa = regs->r[r] + static_cast<uintptr_t>(row.cfa_off);
   } else if (!eval_expr(static_cast<uintptr_t>(row.cfa.value), row.cfa.len, *regs, false, 0,
                         &cfa)) {
@@ -58,11 +32,11 @@ CfiStatus apply_row(const Row& row, CfiRegs* regs, StackWindow* stack, bool* exa
     switch (rule.kind) {
       case kUnset:
       case kSame:
-        if (i == kCfiRip) {
-          ok = false;  // a return address must have a rule
+        if (i == kCfiRa && kCfiRa == kCfiRip) {
+          ok = false;  // a return address must have a rule (x86-64; aarch64's is in x30)
         } else {
           v = regs->r[i];
-          ok = regs->valid & (1u << i);
+          ok = regs->valid & cfi_bit(i);
         }
         break;
       case kUndefined:
@@ -76,7 +50,7 @@ CfiStatus apply_row(const Row& row, CfiRegs* regs, StackWindow* stack, bool* exa
         break;
       case kRegister:
         v = regs->r[rule.value];
-        ok = regs->valid & (1u << rule.value);
+        ok = regs->valid & cfi_bit(static_cast<int>(rule.value));
         break;
       case kExpr:
         ok = eval_expr(static_cast<uintptr_t>(rule.value), rule.len, *regs, true, cfa, &addr) &&
@@ -88,18 +62,23 @@ CfiStatus apply_row(const Row& row, CfiRegs* regs, StackWindow* stack, bool* exa
     }
     if (ok) {
       next.r[i] = v;
-      next.valid |= 1u << i;
+      next.valid |= cfi_bit(i);
     } else {
       next.r[i] = 0;
-      if (i == kCfiRip && (rule.kind == kOffset || rule.kind == kExpr))
+      if (i == kCfiRa && (rule.kind == kOffset || rule.kind == kExpr))
         return CfiStatus::kUnreadable;
     }
   }
   if (row.regs[kCfiRsp].kind == kUnset) {
     next.r[kCfiRsp] = cfa;  // the CFA is the caller's stack pointer
-    next.valid |= 1u << kCfiRsp;
+    next.valid |= cfi_bit(kCfiRsp);
   }
-  if (!(next.valid & (1u << kCfiRip)) || next.r[kCfiRip] == 0) {
+  // The caller's pc: its return-address column's value (aarch64: x30), a
+  // return address without its pointer-authentication code.
+  next.r[kCfiRip] = strip_return_address(next.r[kCfiRa]);
+  next.valid =
+      (next.valid & ~cfi_bit(kCfiRip)) | (next.valid & cfi_bit(kCfiRa) ? cfi_bit(kCfiRip) : 0);
+  if (!(next.valid & cfi_bit(kCfiRip)) || next.r[kCfiRip] == 0) {
     *regs = next;
     return CfiStatus::kEnd;
   }
@@ -114,7 +93,7 @@ struct WalkState {
 };
 
 CfiStatus step(const CfiModules& mods, CfiRegs* regs, bool* exact, WalkState* w) {
-  if (!(regs->valid & (1u << kCfiRip))) return CfiStatus::kEnd;
+  if (!(regs->valid & cfi_bit(kCfiRip))) return CfiStatus::kEnd;
   uintptr_t pc = regs->r[kCfiRip];
   uintptr_t lookup = *exact ? pc : pc - 1;
   Row row;
@@ -127,7 +106,7 @@ CfiStatus step(const CfiModules& mods, CfiRegs* regs, bool* exact, WalkState* w)
   }
   if (st != CfiStatus::kStepped) {
     // A signal trampoline without (usable) tables.
-    if (is_sigreturn(pc)) return step_sigreturn(regs, exact);
+    if (arch_is_sigreturn(pc)) return arch_step_sigreturn(regs, exact);
     return st;
   }
   if (!row.has_expr) row_cache_put(lookup, row);
@@ -137,21 +116,11 @@ CfiStatus step(const CfiModules& mods, CfiRegs* regs, bool* exact, WalkState* w)
 }  // namespace
 
 bool cfi_is_sigreturn(uintptr_t pc) {
-  return is_sigreturn(pc);
+  return arch_is_sigreturn(pc);
 }
 
 bool cfi_follows_call(uintptr_t ret) {
-  // call rel32 (e8), or call through a register or memory (ff /2): 2, 3,
-  // 4, 6 or 7 bytes from ff on (ModRM, SIB, displacement; a REX prefix comes
-  // before it): b[k] is the byte at ret-7+k.
-  uint8_t b[7];
-  if (ret < sizeof b || !safe_read(b, ret - sizeof b, sizeof b)) return false;
-  if (b[2] == 0xe8) return true;
-  static const int kFf[] = {5, 4, 3, 1, 0};  // ff at ret-2, -3, -4, -6, -7
-  for (int at : kFf) {
-    if (b[at] == 0xff && (b[at + 1] & 0x38) == 0x10) return true;
-  }
-  return false;
+  return arch_follows_call(ret);
 }
 
 const char* cfi_status_name(CfiStatus s) {
@@ -175,15 +144,11 @@ const char* cfi_status_name(CfiStatus s) {
 }
 
 void cfi_regs_from_ucontext(const ucontext_t* uc, CfiRegs* regs) {
-  for (int i = 0; i < kCfiNumRegs; ++i)
-    regs->r[i] = static_cast<uintptr_t>(uc->uc_mcontext.gregs[kGregOf[i]]);
-  regs->valid = (1u << kCfiNumRegs) - 1;
+  arch_regs_from_ucontext(*uc, regs);
 }
 
 void cfi_regs_to_ucontext(const CfiRegs& regs, ucontext_t* uc) {
-  for (int i = 0; i < kCfiNumRegs; ++i) {
-    uc->uc_mcontext.gregs[kGregOf[i]] = static_cast<greg_t>(regs.valid & (1u << i) ? regs.r[i] : 0);
-  }
+  arch_regs_to_ucontext(regs, uc);
 }
 
 int cfi_find_module(const CfiModules& mods, uintptr_t pc) {
@@ -225,7 +190,7 @@ int cfi_walk(const CfiModules& mods, const CfiRegs& start, bool exact, CfiEmit e
   int total = 0;
   CfiStatus st = CfiStatus::kEnd;
   while (total < max_total) {
-    if (!(regs.valid & (1u << kCfiRip)) || (regs.r[kCfiRip] == 0 && total > 0)) {
+    if (!(regs.valid & cfi_bit(kCfiRip)) || (regs.r[kCfiRip] == 0 && total > 0)) {
       st = CfiStatus::kEnd;
       break;
     }
@@ -241,14 +206,10 @@ int cfi_walk(const CfiModules& mods, const CfiRegs& start, bool exact, CfiEmit e
       // The first pc has no unwind information: a call through a bad
       // pointer (null, garbage, freed JIT code) or a function without
       // tables, stopped at its first instruction. The return address is on
-      // top of the stack. Only if it looks like one (in a module, after a
+      // top of the stack (aarch64: in x30). Only if it looks like one (in a module, after a
       // call): a function without tables stopped past its prologue has a
       // saved register there, and the fallback unwinder does better.
-      uintptr_t ret = 0;
-      if (!(regs.valid & (1u << kCfiRsp)) || !w.stack.read(regs.r[kCfiRsp], &ret)) break;
-      if (cfi_find_module(mods, ret - 1) < 0 || !cfi_follows_call(ret)) break;
-      regs.r[kCfiRip] = ret;
-      regs.r[kCfiRsp] += 8;
+      if (!arch_step_without_tables(mods, &regs, &w.stack)) break;
       exact = false;
       st = CfiStatus::kStepped;
     }

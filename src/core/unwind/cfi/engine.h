@@ -1,4 +1,5 @@
-// faultline's own DWARF CFI unwinder for x86-64, over .eh_frame_hdr.
+// faultline's own DWARF CFI unwinder for x86-64 and aarch64, over
+// .eh_frame_hdr (the architecture's part: cfi_arch.h).
 //
 // One step: find the module that holds the pc (a sorted table, binary
 // search), find the FDE in the module's .eh_frame_hdr search table (binary
@@ -21,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <ucontext.h>
+
+#include "core/base/arch.h"
 
 namespace faultline::core {
 
@@ -48,12 +51,25 @@ struct CfiModules {
   int count;
 };
 
-// x86-64 DWARF register numbers; 16 is the return-address column (rip).
-enum : int { kCfiRsp = 7, kCfiRbp = 6, kCfiRip = 16, kCfiNumRegs = 17 };
+// The architecture's DWARF registers (core/base/arch.h), named as on
+// x86-64: kCfiRsp the stack pointer, kCfiRbp the frame pointer (x29 on
+// aarch64), kCfiRip the pc; kCfiRa the return-address column (rip on
+// x86-64, x30 on aarch64).
+enum : int {
+  kCfiRsp = kArchCfiSp,
+  kCfiRbp = kArchCfiFp,
+  kCfiRip = kArchCfiPc,
+  kCfiRa = kArchCfiRa,
+  kCfiNumRegs = kArchCfiNumRegs
+};
+
+constexpr uint64_t cfi_bit(int reg) {
+  return uint64_t{1} << reg;
+}
 
 struct CfiRegs {
   uintptr_t r[kCfiNumRegs];
-  uint32_t valid;  // bit i: r[i] is known
+  uint64_t valid;  // bit i: r[i] is known
 };
 
 enum class CfiStatus : uint8_t {
@@ -77,9 +93,9 @@ void cfi_regs_to_ucontext(const CfiRegs& regs, ucontext_t* uc);
 // return address). Reads through the SafeReader.
 bool cfi_follows_call(uintptr_t ret);
 
-// Whether pc is the rt_sigreturn trampoline (mov $15,%rax; syscall), where a
-// signal handler returns to: sp there is the kernel's signal frame. Reads
-// through the SafeReader.
+// Whether pc is the rt_sigreturn trampoline (x86-64: mov $15,%rax;
+// syscall; aarch64: mov x8,#139; svc #0), where a signal handler returns
+// to: sp there is the kernel's signal frame. Reads through the SafeReader.
 bool cfi_is_sigreturn(uintptr_t pc);
 
 // Index of the module holding pc, or -1.

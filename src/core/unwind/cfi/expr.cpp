@@ -13,7 +13,7 @@ bool eval_expr(uintptr_t addr, uint32_t len, const CfiRegs& regs, bool push_cfa,
   if (push_cfa) st[sp++] = cfa;
   Stream s(addr, addr + len);
   auto reg_value = [&](uint64_t r, uintptr_t* v) {
-    if (r >= kCfiNumRegs || !(regs.valid & (1u << r))) return false;
+    if (r >= kCfiNumRegs || !(regs.valid & cfi_bit(r))) return false;
     *v = regs.r[r];
     return true;
   };

@@ -187,7 +187,7 @@ bool parse_cie(uintptr_t addr, Cie* cie, Stream* rest) {
   cie->insns = s.pos();
   cie->end = start + len;
   *rest = s;
-  return s.ok() && cie->ra == kCfiRip && cie->insns <= cie->end;
+  return s.ok() && cie->ra == kCfiRa && cie->insns <= cie->end;
 }
 
 // Runs a call-frame program. Stops before the first advance past `target`
@@ -324,6 +324,11 @@ bool run_program(const Stream& via, uintptr_t insns, uintptr_t end, const Cie& c
         if (reg_ok(reg)) row->regs[reg] = {kValOffset, 0, off};
         break;
       }
+      case 0x2d:  // AARCH64_negate_ra_state (GNU_window_save elsewhere)
+        // Whether x30 is signed from here on: the unwinder strips every
+        // return address (strip_return_address), signed or not.
+        if (!kArchCfiRaState) return false;
+        break;
       case 0x2e:  // GNU_args_size
         s.uleb();
         break;
