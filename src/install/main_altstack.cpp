@@ -36,6 +36,7 @@ void install_altstack() {
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (p == MAP_FAILED) return;
     mprotect(p, page, PROT_NONE);
+    name_mapping(p, kAltStackBytes + page, "faultline stack");
     g_altstack = static_cast<char*>(p) + page;
   }
   stack_t ss = {};

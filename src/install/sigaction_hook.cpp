@@ -1,4 +1,4 @@
-// Staying in front (FAULTLINE_STAY_IN_FRONT=1): a program or library that
+// Staying in front (FAULTLINE_STAY_IN_FRONT, on by default): a program or library that
 // installs its own handler for a signal faultline handles (a runtime that
 // handles SIGSEGV and exits without chaining) would otherwise take the crash
 // away from faultline. faultline interposes sigaction() and signal(): for its
@@ -75,7 +75,6 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
     if (act && !function) {
       chain_call_defer(signo, *act);
     } else if (act) {
-      g_crash.previous_later[signo] = !same_function(*act, g_crash.earlier[signo]);
       g_crash.previous[signo] = *act;
     }
     if (old) *old = previous;
@@ -98,13 +97,7 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
   }
   // Ours: the caller sees (and replaces) the handler faultline chains to.
   struct sigaction previous = g_crash.previous[signo];
-  if (act) {
-    // Installed after faultline, unless it is the handler that was there
-    // before, armed again (a one-shot SA_RESETHAND handler does so each
-    // time) or put back.
-    g_crash.previous_later[signo] = !same_function(*act, g_crash.earlier[signo]);
-    g_crash.previous[signo] = *act;
-  }
+  if (act) g_crash.previous[signo] = *act;
   if (old) *old = previous;
   return 0;
 }

@@ -1,4 +1,4 @@
-// The sigaction() interposer (FAULTLINE_STAY_IN_FRONT): keeps faultline's
+// The sigaction() interposer (FAULTLINE_STAY_IN_FRONT, on by default): keeps faultline's
 // handlers in front of the program's, and finds libc's sigaction for
 // faultline's own calls (core/base/sigaction_real.h). Install time.
 #pragma once

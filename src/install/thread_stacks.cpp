@@ -93,6 +93,7 @@ void ensure_thread_altstack() {
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
   if (map == MAP_FAILED) return;
   mprotect(map, page, PROT_NONE);  // guard page below the stack
+  name_mapping(map, len, "faultline stack");
   stack_t ss = {};
   ss.ss_sp = static_cast<char*>(map) + page;
   ss.ss_size = kThreadAltStack;

@@ -271,20 +271,15 @@ void withdraw(const char* name) {
 void apply_deferred(ThreadState* st, int signo) {
   if (!st->call.has_deferred) return;
   st->call.has_deferred = 0;
-  g_crash.previous_later[signo] = !same_function(st->call.deferred, g_crash.earlier[signo]);
   g_crash.previous[signo] = st->call.deferred;
 }
 
-bool handler_first(int signo) {
-  switch (g_crash.config.chain_order) {
-    case ChainOrder::kReportFirst:
-      return false;
-    case ChainOrder::kHandlerFirst:
-      return true;
-    case ChainOrder::kAuto:
-      break;
-  }
-  return !g_crash.previous_later[signo];
+// The program's handler decides first (chain.h), whether it was there
+// before faultline or installed later and kept behind it: its recoveries
+// then cost no report. FAULTLINE_CHAIN_ORDER=report-first for a handler that
+// ends the process without handing the signal on (_exit).
+bool handler_first() {
+  return g_crash.config.chain_order != ChainOrder::kReportFirst;
 }
 
 }  // namespace
@@ -307,7 +302,7 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
   bool reported = repeat && st->returned.reported;
   st->returned.signo = 0;
   Pending pending = {};
-  if (handler_first(signo) && !repeat) {
+  if (handler_first() && !repeat) {
     switch (call(st, signo, info, ucv, false, st != &unlisted, &pending)) {
       case Outcome::kRecovered:
       case Outcome::kReportedInside:
@@ -327,7 +322,7 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
     apply_deferred(st, signo);
     return true;
   }
-  // The report first: the handler was installed after faultline (it may
+  // The report first: FAULTLINE_CHAIN_ORDER=report-first (the handler may
   // _exit), or it returned from this very fault unchanged before.
   char written[kReportNameBytes] = "";
   // Whether this fault has a report of its own (or had one before).

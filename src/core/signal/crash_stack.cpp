@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 
+#include "core/base/sys.h"
 #include "core/handler_state.h"
 
 namespace faultline::core {
@@ -63,6 +64,10 @@ void run_on_crash_stack(void (*fn)(void*), void* arg) {
         "xmm13", "xmm14", "xmm15", "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)",
         "st(7)");
   sigprocmask(SIG_SETMASK, &g_handler.switch_mask, nullptr);
+}
+
+void name_crash_stack() {
+  name_mapping(g_crash_stack_area, sizeof g_crash_stack_area, "faultline stack");
 }
 
 bool make_crash_stack() {
