@@ -364,6 +364,7 @@ extern "C" int faultline_install(const faultline_options* caller) {
   set_thread_altstacks(opts->thread_altstacks != 0);
   hook_terminate(first);
   g_stay_in_front = opts->stay_in_front != 0;
+  g_stay_in_front_of_shutdown = g_stay_in_front && faultline::install::stay_in_front_asked();
   if (!g_argv_from_constructor) read_cmdline(cfg);
   if (first) read_exec_name(cfg);
   record_start_time(cfg);

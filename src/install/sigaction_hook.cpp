@@ -16,11 +16,13 @@
 #include "core/crash_state.h"
 #include "core/signal/chain.h"
 #include "core/signal/chain_call.h"
+#include "core/signal/shutdown.h"
 #include "install/dump_signal.h"
 
 namespace faultline::core {
 
 volatile int g_stay_in_front = 0;
+volatile int g_stay_in_front_of_shutdown = 0;
 
 namespace {
 
@@ -32,7 +34,8 @@ SigactionFn resolve() {
 }
 
 bool ours(int signo) {
-  return g_stay_in_front && g_crash.installed && signo > 0 && signo < 65 && g_crash.handled[signo];
+  return g_stay_in_front && g_crash.installed && signo > 0 && signo < 65 &&
+         g_crash.handled[signo] && (g_stay_in_front_of_shutdown || !is_shutdown(signo));
 }
 
 }  // namespace
