@@ -8,7 +8,8 @@
  *   redis    redis-server's crash handler (SA_RESETHAND | SA_NODEFER): it
  *            reads /proc/self/maps and says whether the mapping its stack
  *            pointer is in has "stack" in its line (redis's memory test
- *            skips only those), resets SIGSEGV to the default and
+ *            skips only those), fills a 1 MiB buffer on its stack (as
+ *            redis's memory test does), resets SIGSEGV to the default and
  *            kill()s its own process.
  *   recover  COUNT null reads, each recovered by the handler with
  *            siglongjmp; prints "recovered COUNT" and exits 0.
@@ -76,6 +77,9 @@ static void redis_handler(int sig, siginfo_t* info, void* uc) {
   say("=== REDIS BUG REPORT START ===\nhandler stack: ");
   say(stack_line_says_stack((uintptr_t)&here));
   say("\n");
+  volatile char backup[1 << 20];
+  for (size_t i = 0; i < sizeof backup; i += 512) backup[i] = 1;
+  say(backup[512] == 1 ? "memory test: passed\n" : "memory test: bad\n");
   struct sigaction act;
   memset(&act, 0, sizeof act);
   sigemptyset(&act.sa_mask);

@@ -47,12 +47,12 @@ void for_each_dir_entry(int dir, F f) {
 // Names an anonymous mapping: /proc/PID/maps shows it as [anon:NAME], so
 // tools that scan a process's memory know it (redis's memory test, run from
 // its crash handler, skips mappings whose line says "stack"). Linux 5.17
-// with CONFIG_ANON_VMA_NAME; elsewhere EINVAL, ignored. Install time: the
+// with CONFIG_ANON_VMA_NAME; elsewhere EINVAL: false. Install time: the
 // kernel splits the mapping, nothing is touched.
-inline void name_mapping(const void* p, size_t len, const char* name) {
+inline bool name_mapping(const void* p, size_t len, const char* name) {
   constexpr long kSetVma = 0x53564d41;  // PR_SET_VMA; older headers lack it
   constexpr long kSetVmaAnonName = 0;   // PR_SET_VMA_ANON_NAME
-  syscall(SYS_prctl, kSetVma, kSetVmaAnonName, p, len, name);
+  return syscall(SYS_prctl, kSetVma, kSetVmaAnonName, p, len, name) == 0;
 }
 
 // CLOCK_MONOTONIC in nanoseconds.

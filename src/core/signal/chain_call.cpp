@@ -368,11 +368,13 @@ namespace {
 // signal interrupted) lies inside the call to the program's handler that
 // this thread's record describes: below the caller's frame on the same
 // stack, that frame alive (its cookie still there). A record left by a
-// handler that siglongjmp'd away fails this.
+// handler that siglongjmp'd away fails this. The handler's frames may be
+// large (redis's memory test keeps 1 MiB on its stack): up to 8 MiB, a
+// thread's usual stack.
 bool inside_call(const ThreadState* st, uintptr_t below) {
   uintptr_t at = __atomic_load_n(&st->call.sp, __ATOMIC_ACQUIRE);
   uint64_t cookie = 0;
-  return at != 0 && below != 0 && below < at && at - below < (uintptr_t{1} << 20) &&
+  return at != 0 && below != 0 && below < at && at - below < (uintptr_t{8} << 20) &&
          safe_read_obj(&cookie, at) && cookie == st->call.cookie;
 }
 
