@@ -90,6 +90,9 @@ struct CrashState {
   FdIdentity reserved_id[kReservedFds]{};  // what each is (the program may reuse the number)
   FdIdentity dir_id{};                     // what config.dir_fd is
   bool handled[65]{};
+  // Bit s-1: previous[s] was installed later by CPython itself (its
+  // faulthandler, which writes the Python text before it re-raises).
+  uint64_t previous_is_python{};
   // The installing thread's alternate stack (install_altstack): here,
   // beside fields install writes anyway, rather than in core/altstacks'
   // table, whose page every process would otherwise touch at start-up.

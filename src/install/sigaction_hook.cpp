@@ -33,6 +33,27 @@ SigactionFn resolve() {
   return g_real_sigaction;
 }
 
+// Whether fn lies in the module that defines Py_FatalError: a handler
+// CPython installs itself (faulthandler's). Not from a signal handler
+// (dladdr takes the loader's lock).
+bool in_python(const struct sigaction& act) {
+  void* fn = (act.sa_flags & SA_SIGINFO) ? reinterpret_cast<void*>(act.sa_sigaction)
+                                         : reinterpret_cast<void*>(act.sa_handler);
+  void* fatal = dlsym(RTLD_DEFAULT, "Py_FatalError");
+  Dl_info a = {}, b = {};
+  return fatal && dladdr(fn, &a) && dladdr(fatal, &b) && a.dli_fbase == b.dli_fbase;
+}
+
+void record_later(int signo, const struct sigaction& act) {
+  g_crash.previous[signo] = act;
+  uint64_t bit = uint64_t{1} << (signo - 1);
+  if (in_python(act)) {
+    g_crash.previous_is_python |= bit;
+  } else {
+    g_crash.previous_is_python &= ~bit;
+  }
+}
+
 bool ours(int signo) {
   return g_stay_in_front && g_crash.installed && signo > 0 && signo < 65 &&
          g_crash.handled[signo] && (g_stay_in_front_of_shutdown || !is_shutdown(signo));
@@ -100,7 +121,7 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
   }
   // Ours: the caller sees (and replaces) the handler faultline chains to.
   struct sigaction previous = g_crash.previous[signo];
-  if (act) g_crash.previous[signo] = *act;
+  if (act) record_later(signo, *act);
   if (old) *old = previous;
   return 0;
 }

@@ -302,6 +302,7 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
   bool reported = repeat && st->returned.reported;
   st->returned.signo = 0;
   Pending pending = {};
+  bool python_handler = (g_crash.previous_is_python >> (signo - 1)) & 1;
   if (handler_first() && !repeat) {
     switch (call(st, signo, info, ucv, false, st != &unlisted, &pending)) {
       case Outcome::kRecovered:
@@ -314,6 +315,7 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
         // The process ends now: the crash stays owned, so another thread's
         // fault in the meantime is recorded for this report, not reported
         // on its own.
+        g_handler.python_text_written = python_handler;
         report_crash(signo, info, ucv);
         apply_deferred(st, signo);
         let_it_die(signo, pending);
