@@ -98,10 +98,12 @@ typedef struct faultline_options {
   /* 1: give every new thread its own alternate signal stack, so a stack
    * overflow on any thread is reported (interposes pthread_create). */
   int thread_altstacks;
-  /* 1: keep faultline's handlers in front when the program installs its own
-   * for the same signals later (sigaction() is interposed); theirs runs after
-   * faultline's report (FAULTLINE_CHAIN_ORDER=handler-first: before it, at a
-   * hardware fault, so its recoveries cost no report; doc/security.md). */
+  /* 1 (the default): keep faultline's handlers in front when the program
+   * installs its own for the same signals later (sigaction() is interposed;
+   * the program's queries still see its own handler). At a hardware fault
+   * theirs runs first and its outcome decides (recovered: no report); at
+   * other signals after faultline's report (doc/security.md). 0: step aside
+   * for them (FAULTLINE_STAY_IN_FRONT=0). */
   int stay_in_front;
   /* Called in the crash handler after capture, before the report is written. */
   faultline_crash_callback callback;

@@ -28,9 +28,8 @@ struct HandlerFn {
 // Who runs first at a hardware fault when the program has its own handler
 // behind faultline's (core/signal/chain_call.cpp).
 enum class ChainOrder : int {
-  kAuto,          // the program's handler first if it was there before faultline
-  kReportFirst,   // always faultline's report first
-  kHandlerFirst,  // always the program's handler first
+  kHandlerFirst,  // the program's handler first (the default, `auto`)
+  kReportFirst,   // faultline's report first
 };
 
 // Prepared at install, read-only in the handler. Laid out for start-up:
@@ -52,7 +51,7 @@ struct Config {
   void* callback_data{};
   int watchdog_seconds{};
   size_t arena_bytes{};
-  ChainOrder chain_order{ChainOrder::kAuto};  // FAULTLINE_CHAIN_ORDER
+  ChainOrder chain_order{ChainOrder::kHandlerFirst};  // FAULTLINE_CHAIN_ORDER
   bool minidump{};  // a minidump beside each crash report (FAULTLINE_MINIDUMP)
   // FAULTLINE_SAME_CRASH_LIMIT=COUNT/SECONDS (0: no limit) and
   // FAULTLINE_DIR_LIMIT_MB (0: no cap), write/crash_limits.h.
@@ -64,6 +63,9 @@ struct Config {
   int argv_len{};
   bool argv_truncated{};  // argv did not fit: the report says so (process.argv_truncated)
   int64_t start_sec{}, start_nsec{};
+  // The path the program was started by (AT_EXECFN): a link or one of the
+  // names a program is shipped under (redis-server is redis-check-rdb).
+  char exec_name[512]{};
   char argv[8192]{};  // NUL-separated
   char dir[4096]{};   // absolute report directory (for messages)
 };
@@ -72,7 +74,7 @@ constexpr int kReservedFds = 3;
 
 // All zeros until the first install (in .bss: a page costs one fault when
 // first written, not a read and a copy-on-write). What every install
-// writes comes first: the small fields, earlier[] and the default signals'
+// writes comes first: the small fields and the default signals'
 // previous[] fill the first page (g_crash is page-aligned); Config's start
 // and its strings' first bytes typically take two more (a command line
 // longer than ~400 bytes, or FAULTLINE_SIGNALS naming other signals, a
@@ -88,17 +90,16 @@ struct CrashState {
   FdIdentity reserved_id[kReservedFds]{};  // what each is (the program may reuse the number)
   FdIdentity dir_id{};                     // what config.dir_fd is
   bool handled[65]{};
-  // previous[s] was installed after faultline (kept behind it by the
-  // sigaction interposer), not found there at install.
-  bool previous_later[65]{};
+  // Bit s-1: previous[s] was installed later by CPython itself (its
+  // faulthandler, which writes the Python text before it re-raises).
+  uint64_t previous_is_python{};
   // The installing thread's alternate stack (install_altstack): here,
   // beside fields install writes anyway, rather than in core/altstacks'
   // table, whose page every process would otherwise touch at start-up.
   pid_t altstack_tid{};
   uintptr_t altstack_lo{}, altstack_hi{};
   Arena arena{};
-  Capture* capture{};       // in the arena
-  HandlerFn earlier[65]{};  // what previous[s] ran as found at install
+  Capture* capture{};  // in the arena
   // Install writes the entries of the handled signals (by default 4 to 11,
   // on the page of the fields above), not the whole table.
   struct sigaction previous[65]{};

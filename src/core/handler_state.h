@@ -97,6 +97,9 @@ struct HandlerState {
   char last_report[4200]{};
   int write_errno{0};      // why the last report could not be written
   int report_sequence{0};  // numbers live dumps of one thread
+  // The program's handler that ran before the report was CPython's
+  // faulthandler: it wrote the Python text already (stderr_summary.cpp).
+  bool python_text_written{false};
 };
 
 static_assert(std::atomic<pid_t>::is_always_lock_free && std::atomic<Writer>::is_always_lock_free &&

@@ -34,6 +34,7 @@ extern "C" {
 
 void faultline_uninstall(void) {
   g_stay_in_front = 0;
+  g_stay_in_front_of_shutdown = 0;
   arm_dump_timer(0, 0);
   install_dump_signal(0);
   threads_uninstall();

@@ -1,8 +1,10 @@
 #include "install/cmdline.h"
 
 #include <fcntl.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
+#include "core/base/str.h"
 #include "core/crash_state.h"
 
 namespace faultline::core {
@@ -24,6 +26,11 @@ void read_cmdline(Config* cfg) {
     cfg->argv_len = static_cast<int>(n);
     cfg->argv[n] = '\0';
   }
+}
+
+void read_exec_name(Config* cfg) {
+  const char* name = reinterpret_cast<const char*>(getauxval(AT_EXECFN));
+  if (name) str_copy(cfg->exec_name, sizeof cfg->exec_name, name);
 }
 
 }  // namespace faultline::core

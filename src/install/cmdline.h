@@ -15,4 +15,8 @@ extern bool g_argv_from_constructor;
 // keeps it), marking it truncated when it does not fit.
 void read_cmdline(Config* cfg);
 
+// Copies the path the program was started by (AT_EXECFN) into
+// cfg->exec_name.
+void read_exec_name(Config* cfg);
+
 }  // namespace faultline::core

@@ -33,6 +33,7 @@
 #include "core/modules/module_snapshot.h"
 #include "core/python/walker.h"
 #include "core/signal/chain.h"
+#include "core/signal/crash_stack.h"
 #include "core/signal/handler.h"
 #include "core/signal/shutdown.h"
 #include "core/terminate_record.h"
@@ -308,8 +309,6 @@ void install_crash_handlers(const Config* cfg) {
         continue;
       }
       if (real_sigaction(s, &sa, &g_crash.previous[s]) == 0) {
-        g_crash.earlier[s] = handler_fn(g_crash.previous[s]);
-        g_crash.previous_later[s] = false;
         g_crash.handled[s] = true;
       }
     } else if (!want && g_crash.handled[s]) {
@@ -335,6 +334,7 @@ extern "C" int faultline_install(const faultline_options* caller) {
   // arena it finds: a crash or a live dump on another thread may be writing
   // into it right now, so it is never unmapped or mapped again.
   if (g_crash.arena.capacity() == 0 && !init_arena(opts->arena_bytes)) return -ENOMEM;
+  if (first) name_crash_stack();
   modules_init();
   choose_unwinder();
   read_chain_order(cfg);
@@ -364,7 +364,9 @@ extern "C" int faultline_install(const faultline_options* caller) {
   set_thread_altstacks(opts->thread_altstacks != 0);
   hook_terminate(first);
   g_stay_in_front = opts->stay_in_front != 0;
+  g_stay_in_front_of_shutdown = g_stay_in_front && faultline::install::stay_in_front_asked();
   if (!g_argv_from_constructor) read_cmdline(cfg);
+  if (first) read_exec_name(cfg);
   record_start_time(cfg);
   install_altstack();
   install_crash_handlers(cfg);

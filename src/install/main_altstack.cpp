@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/base/sys.h"
@@ -11,12 +13,56 @@
 namespace faultline::core {
 namespace {
 
-// 256 KiB alternate stack: the handler keeps its big buffers in static
-// memory, but libunwind and the ELF reader still use tens of KiB.
-constexpr size_t kAltStackBytes = 256u << 10;
+// 2 MiB alternate stack, reserved, not committed (pages never touched cost
+// nothing): faultline's handler keeps its big buffers in static memory, but
+// libunwind and the ELF reader still use tens of KiB, and a program's own
+// crash handler that faultline runs here may want more (redis's memory
+// test keeps a 1 MiB buffer on its stack; on a smaller stack it wrote
+// past the guard page into the mapping below).
+constexpr size_t kAltStackBytes = 2u << 20;
 void* g_altstack = nullptr;
+// Set once the kernel refused to name a mapping: memfds from then on.
+// Threads start at once: read and set atomically.
+int g_names_refused = 0;
+
+void* map_memfd_stack(size_t len, int flags) {
+  // A memfd's size counts against RLIMIT_FSIZE: past it, ftruncate would
+  // send SIGXFSZ and end the process. An unnamed stack then.
+  struct rlimit fsize;
+  if (getrlimit(RLIMIT_FSIZE, &fsize) != 0 ||
+      (fsize.rlim_cur != RLIM_INFINITY && fsize.rlim_cur < len)) {
+    return MAP_FAILED;
+  }
+  int fd = static_cast<int>(syscall(SYS_memfd_create, "faultline stack", MFD_CLOEXEC));
+  if (fd < 0) return MAP_FAILED;
+  void* p = ftruncate(fd, static_cast<off_t>(len)) == 0
+                ? mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | flags, fd, 0)
+                : MAP_FAILED;
+  close(fd);
+  return p;
+}
 
 }  // namespace
+
+void* map_stack(size_t len, int flags) {
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  bool refused = __atomic_load_n(&g_names_refused, __ATOMIC_RELAXED);
+  void* p = refused ? map_memfd_stack(len, flags) : MAP_FAILED;
+  if (p == MAP_FAILED) {
+    p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+    if (p == MAP_FAILED) return p;
+    if (!refused && !name_mapping(p, len, "faultline stack")) {
+      __atomic_store_n(&g_names_refused, 1, __ATOMIC_RELAXED);
+      void* named = map_memfd_stack(len, flags);
+      if (named != MAP_FAILED) {
+        munmap(p, len);
+        p = named;
+      }
+    }
+  }
+  mprotect(p, page, PROT_NONE);  // guard page below the stack
+  return p;
+}
 
 void install_altstack() {
   stack_t current;
@@ -32,10 +78,8 @@ void install_altstack() {
   if (!g_altstack) {
     // One guard page below the stack catches an overflow of the handler itself.
     size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    void* p = mmap(nullptr, kAltStackBytes + page, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    void* p = map_stack(kAltStackBytes + page, MAP_STACK | MAP_NORESERVE);
     if (p == MAP_FAILED) return;
-    mprotect(p, page, PROT_NONE);
     g_altstack = static_cast<char*>(p) + page;
   }
   stack_t ss = {};

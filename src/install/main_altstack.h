@@ -3,11 +3,21 @@
 // Other threads get theirs from thread_stacks.h. Install time only.
 #pragma once
 
+#include <stddef.h>
+
 namespace faultline::core {
 
 // Gives the calling thread faultline's alternate stack unless it has one
 // big enough already, or another thread holds it; records its range in
 // g_crash for the capture.
 void install_altstack();
+
+// Maps len bytes of read-write memory for an alternate signal stack, its
+// first page a guard page, that /proc/PID/maps says is a stack: named
+// [anon:faultline stack] where the kernel names anonymous mappings, else a
+// private mapping of a memfd named "faultline stack" (a program's crash
+// handler runs on it, and memory scanners run from one, such as redis's
+// memory test, skip the lines that say "stack"). MAP_FAILED if none.
+void* map_stack(size_t len, int flags);
 
 }  // namespace faultline::core

@@ -264,6 +264,10 @@ void options_defaults(faultline_options* opts) {
   env_bool("FAULTLINE_DUMP_AFTER_EXIT", &opts->exit_after_dump);
   opts->thread_altstacks = 1;
   env_bool("FAULTLINE_THREAD_ALTSTACKS", &opts->thread_altstacks);
+  // On by default: a program that installs its own crash handler later
+  // (PyTorch's DataLoader workers, redis) would otherwise take the crash
+  // away without a report; its handler still runs first (chain_call.cpp).
+  opts->stay_in_front = 1;
   env_bool("FAULTLINE_STAY_IN_FRONT", &opts->stay_in_front);
   // Off by default: at 64 threads it adds about half to the capture time
   // (bench/minidump_bench.py, README); on where the minidump is wanted.
@@ -272,15 +276,19 @@ void options_defaults(faultline_options* opts) {
   resolve_signal_conflicts(opts, dump ? SIGUSR2 : 0);
 }
 
+bool stay_in_front_asked() {
+  // Quietly: options_defaults already warned about a bad value.
+  const char* v = secure_getenv("FAULTLINE_STAY_IN_FRONT");
+  return v && (str_eq(v, "1") || str_eq(v, "yes") || str_eq(v, "true") || str_eq(v, "on"));
+}
+
 // A deployment switch, like the unwinder: not a field of faultline_options.
 void read_chain_order(Config* cfg) {
-  cfg->chain_order = ChainOrder::kAuto;
+  cfg->chain_order = ChainOrder::kHandlerFirst;
   const char* v = secure_getenv("FAULTLINE_CHAIN_ORDER");
-  if (!v || !*v || !strcmp(v, "auto")) return;
+  if (!v || !*v || !strcmp(v, "auto") || !strcmp(v, "handler-first")) return;
   if (!strcmp(v, "report-first")) {
     cfg->chain_order = ChainOrder::kReportFirst;
-  } else if (!strcmp(v, "handler-first")) {
-    cfg->chain_order = ChainOrder::kHandlerFirst;
   } else {
     warn_bad("FAULTLINE_CHAIN_ORDER", v, "expected auto, report-first or handler-first");
   }

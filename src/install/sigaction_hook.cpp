@@ -1,4 +1,4 @@
-// Staying in front (FAULTLINE_STAY_IN_FRONT=1): a program or library that
+// Staying in front (FAULTLINE_STAY_IN_FRONT, on by default): a program or library that
 // installs its own handler for a signal faultline handles (a runtime that
 // handles SIGSEGV and exits without chaining) would otherwise take the crash
 // away from faultline. faultline interposes sigaction() and signal(): for its
@@ -16,11 +16,13 @@
 #include "core/crash_state.h"
 #include "core/signal/chain.h"
 #include "core/signal/chain_call.h"
+#include "core/signal/shutdown.h"
 #include "install/dump_signal.h"
 
 namespace faultline::core {
 
 volatile int g_stay_in_front = 0;
+volatile int g_stay_in_front_of_shutdown = 0;
 
 namespace {
 
@@ -31,8 +33,30 @@ SigactionFn resolve() {
   return g_real_sigaction;
 }
 
+// Whether fn lies in the module that defines Py_FatalError: a handler
+// CPython installs itself (faulthandler's). Not from a signal handler
+// (dladdr takes the loader's lock).
+bool in_python(const struct sigaction& act) {
+  void* fn = (act.sa_flags & SA_SIGINFO) ? reinterpret_cast<void*>(act.sa_sigaction)
+                                         : reinterpret_cast<void*>(act.sa_handler);
+  void* fatal = dlsym(RTLD_DEFAULT, "Py_FatalError");
+  Dl_info a = {}, b = {};
+  return fatal && dladdr(fn, &a) && dladdr(fatal, &b) && a.dli_fbase == b.dli_fbase;
+}
+
+void record_later(int signo, const struct sigaction& act) {
+  g_crash.previous[signo] = act;
+  uint64_t bit = uint64_t{1} << (signo - 1);
+  if (in_python(act)) {
+    g_crash.previous_is_python |= bit;
+  } else {
+    g_crash.previous_is_python &= ~bit;
+  }
+}
+
 bool ours(int signo) {
-  return g_stay_in_front && g_crash.installed && signo > 0 && signo < 65 && g_crash.handled[signo];
+  return g_stay_in_front && g_crash.installed && signo > 0 && signo < 65 &&
+         g_crash.handled[signo] && (g_stay_in_front_of_shutdown || !is_shutdown(signo));
 }
 
 }  // namespace
@@ -75,7 +99,6 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
     if (act && !function) {
       chain_call_defer(signo, *act);
     } else if (act) {
-      g_crash.previous_later[signo] = !same_function(*act, g_crash.earlier[signo]);
       g_crash.previous[signo] = *act;
     }
     if (old) *old = previous;
@@ -98,13 +121,7 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
   }
   // Ours: the caller sees (and replaces) the handler faultline chains to.
   struct sigaction previous = g_crash.previous[signo];
-  if (act) {
-    // Installed after faultline, unless it is the handler that was there
-    // before, armed again (a one-shot SA_RESETHAND handler does so each
-    // time) or put back.
-    g_crash.previous_later[signo] = !same_function(*act, g_crash.earlier[signo]);
-    g_crash.previous[signo] = *act;
-  }
+  if (act) record_later(signo, *act);
   if (old) *old = previous;
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "core/capture/altstacks.h"
 #include "core/crash_state.h"
 #include "core/modules/module_snapshot.h"
+#include "install/main_altstack.h"
 #include "install/module_snapshot_refresh.h"
 #include "install/terminate.h"
 
@@ -89,10 +90,8 @@ void ensure_thread_altstack() {
   }
   size_t page = static_cast<size_t>(getpagesize());
   size_t len = kThreadAltStack + page;
-  void* map = mmap(nullptr, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+  void* map = map_stack(len, MAP_STACK | MAP_NORESERVE);
   if (map == MAP_FAILED) return;
-  mprotect(map, page, PROT_NONE);  // guard page below the stack
   stack_t ss = {};
   ss.ss_sp = static_cast<char*>(map) + page;
   ss.ss_size = kThreadAltStack;

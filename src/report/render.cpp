@@ -229,6 +229,13 @@ std::string escape_controls(const std::string& text) {
   return out;
 }
 
+// The name the program was started by where it is not the file that ran (a
+// link, or one binary shipped under several names): " (started as NAME)".
+static std::string started_as(const Process& p) {
+  if (p.exec_name.empty() || p.exec_name == p.executable) return "";
+  return " (started as " + escape_controls(p.exec_name) + ")";
+}
+
 // argv as a shell would need it typed: arguments with spaces or quotes in
 // single quotes, so that the line can be pasted back into a terminal.
 std::string shell_join(const std::vector<std::string>& argv) {
@@ -326,7 +333,7 @@ std::string render_text(const Report& r, const TextOptions& options) {
   if (!r.process.argv.empty()) process += ": " + shell_join(r.process.argv);
   if (r.process.argv_truncated) process += " ... (command line cut at 8 KiB)";
   field("Process", process);
-  field("Executable", or_unknown(r.process.executable));
+  field("Executable", or_unknown(r.process.executable) + started_as(r.process));
   if (!r.process.cwd.empty()) field("Directory", r.process.cwd);
   if (r.python) {
     field("Python", fmt::format("{} {}", or_unknown(r.python->implementation),

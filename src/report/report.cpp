@@ -346,6 +346,7 @@ Report parse_report(const std::string& text, const std::string& path) {
   const json& p = member(j, "process");
   r.process.pid = integer(p, "pid");
   r.process.executable = str(p, "executable");
+  r.process.exec_name = str(p, "exec_name");
   r.process.cwd = str(p, "cwd");
   r.process.hostname = str(p, "hostname");
   r.process.arch = str(p, "arch");

@@ -117,6 +117,7 @@ struct Diagnosis {
 struct Process {
   std::optional<int64_t> pid;
   std::string executable;
+  std::string exec_name;  // the path it was started by (AT_EXECFN)
   std::vector<std::string> argv;
   bool argv_truncated = false;  // the command line did not fit (8 KiB): more came after
   std::string cwd;

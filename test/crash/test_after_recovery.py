@@ -9,7 +9,7 @@ def test_live_dump_after_a_crash_cut_short_by_the_watchdog_is_complete():
     # another thread holds). Before: the watchdog stayed "fired", and the
     # later live dump skipped every phase (no modules, no frames).
     r = fltest.run([fltest.program("recover")],
-                   env={"FAULTLINE_UNWINDER": "libunwind", "FAULTLINE_STAY_IN_FRONT": "1",
+                   env={"FAULTLINE_UNWINDER": "libunwind", "FAULTLINE_CHAIN_ORDER": "report-first",
                         "FAULTLINE_WATCHDOG": "1", "FAULTLINE_DUMP": "1", "FAULTLINE_STDERR": "0"},
                    timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "recovered", (r.returncode, r.stdout, r.stderr)

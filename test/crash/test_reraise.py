@@ -93,7 +93,10 @@ UNWINDERS = ["cfi", "libunwind"]
 def test_python_faulthandler_reraise_reports_the_original_fault(python, unwinder, tmp_path):
     job = tmp_path / "job.py"
     job.write_text(JOB)
-    r = fltest.run([python, str(job)], env={"WITH_FAULTHANDLER": "1", "FAULTLINE_UNWINDER": unwinder})
+    # faulthandler displaces faultline (FAULTLINE_STAY_IN_FRONT=0) and
+    # re-raises into it: the re-raise is read back to the original fault.
+    r = fltest.run([python, str(job)], env={"WITH_FAULTHANDLER": "1", "FAULTLINE_UNWINDER": unwinder,
+                                            "FAULTLINE_STAY_IN_FRONT": "0"})
     base = fltest.run([python, str(job)], env={"WITH_FAULTHANDLER": "0", "FAULTLINE_UNWINDER": unwinder})
     assert fltest.crashed_thread(r.report)["unwinder"].startswith(unwinder)
     assert r.returncode == base.returncode == -signal.SIGSEGV, r.stderr
@@ -142,7 +145,9 @@ def test_a_handler_that_restores_faultlines_and_reraises(mode, fault, sig, code,
     # load it): the re-raise comes at the faulting instruction, with no
     # trampoline on the stack. That report said "SIGSEGV sent by tkill" with
     # no address; it describes the fault now, rebuilt from the context.
-    r = run_program(tmp_path, mode, fault, FAULTLINE_UNWINDER=unwinder)
+    # FAULTLINE_STAY_IN_FRONT=0: the handler takes the signal over (by
+    # default faultline stays in front and calls it, no re-raise to read back).
+    r = run_program(tmp_path, mode, fault, FAULTLINE_UNWINDER=unwinder, FAULTLINE_STAY_IN_FRONT="0")
     base = run_program(tmp_path, "none", fault, FAULTLINE_UNWINDER=unwinder)
     assert r.returncode == base.returncode == -fltest.signum(sig), r.stderr
     assert "handler" in r.stderr
@@ -264,7 +269,7 @@ def minidump_exception(path):
 def test_the_minidump_describes_the_fault_the_report_describes(mode, tmp_path):
     # The re-raise is read back to the original fault before the minidump
     # is written: both files describe the same fault, not one the re-raise.
-    r = run_program(tmp_path, mode, "segv", FAULTLINE_MINIDUMP="1")
+    r = run_program(tmp_path, mode, "segv", FAULTLINE_MINIDUMP="1", FAULTLINE_STAY_IN_FRONT="0")
     assert r.returncode == -signal.SIGSEGV, r.stderr
     rep = fltest.validate(r.reports[0])
     assert rep["signal"]["reraised"]["name"] == "SIGSEGV"

@@ -251,13 +251,19 @@ def test_gdb_thread_apply_all_bt_agrees(tmp_path):
     assert compared >= 12
 
 
-def test_a_handler_installed_later_takes_over_unless_faultline_stays_in_front():
-    # A runtime-like handler that never chains: without the option, it wins.
-    r = fltest.run([CRASHER, "own-handler"])
+@pytest.mark.parametrize("env", [{}, {"FAULTLINE_STAY_IN_FRONT": "0"}])
+def test_a_later_handler_that_exits_without_handing_the_signal_on(env):
+    # A runtime-like handler that never chains and _exits: it runs first
+    # (faultline in front, the default) or alone (FAULTLINE_STAY_IN_FRONT=0);
+    # either way the process ends as it chose, and no report is left.
+    r = fltest.run([CRASHER, "own-handler"], env=env)
     assert r.returncode == 3 and "own handler ran" in r.stderr and r.reports == []
-    # With FAULTLINE_STAY_IN_FRONT=1, faultline reports first, then hands
+
+
+def test_report_first_for_a_later_handler_that_exits():
+    # FAULTLINE_CHAIN_ORDER=report-first: faultline reports first, then hands
     # the signal to the program's handler, which behaves as before.
-    r = fltest.run([CRASHER, "own-handler"], env={"FAULTLINE_STAY_IN_FRONT": "1"})
+    r = fltest.run([CRASHER, "own-handler"], env={"FAULTLINE_CHAIN_ORDER": "report-first"})
     assert r.returncode == 3 and "own handler ran" in r.stderr
     rep = fltest.validate(r.report)
     assert fltest.native_symbols(fltest.crashed_thread(rep))[0] == "null_read"
@@ -266,15 +272,15 @@ def test_a_handler_installed_later_takes_over_unless_faultline_stays_in_front():
 
 def test_faulthandler_behind_faultline_in_front():
     job = "import ctypes\ndef f():\n    ctypes.c_int64.from_address(16).value\nf()\n"
-    r = fltest.run(["/usr/bin/python3", "-X", "faulthandler", "-c", job],
-                   env={"FAULTLINE_STAY_IN_FRONT": "1"})
+    r = fltest.run(["/usr/bin/python3", "-X", "faulthandler", "-c", job])
     assert r.returncode == -signal.SIGSEGV
     assert 'File "<string>", line 3 in f' in r.stderr
     fltest.validate(r.report)
-    # faultline's text (faulthandler's layout) and report, then
-    # faulthandler's text, once: its own SIG_DFL reached the kernel.
-    assert r.stderr.count("Current thread 0x") == 2
-    assert r.stderr.index("report written") < r.stderr.rindex("Current thread 0x")
+    # faulthandler, installed after faultline and kept behind it, runs
+    # first: its text, then (its reset and re-raise meaning to die)
+    # faultline's native stack and report; the Python text once.
+    assert r.stderr.count("Current thread 0x") == 1
+    assert r.stderr.index("report written") > r.stderr.rindex("Current thread 0x")
 
 
 def test_program_that_closes_and_reuses_our_descriptors():

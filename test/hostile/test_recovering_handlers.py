@@ -67,8 +67,7 @@ def test_an_sa_nodefer_handler_that_jumps_without_restoring_the_mask(tmp_path, w
     # sigsetjmp(env, 0) restores no mask. faultline must not leave SIGSEGV
     # blocked behind it either: the next probe would be forced to the
     # default action (no report, the process dies where it would go on).
-    env = {"FAULTLINE_STAY_IN_FRONT": "1", "FAULTLINE_CHAIN_ORDER": "handler-first"}
-    r = run(tmp_path, where, "nodefer", "50", **(env if where == "after" else {}))
+    r = run(tmp_path, where, "nodefer", "50")
     survived_then_one_report(r, 51)
 
 
@@ -105,9 +104,10 @@ def test_a_collector_barrier_that_fixes_the_page_and_returns_gives_no_report(tmp
 
 
 def test_a_later_collector_barrier_gets_each_early_report_withdrawn(tmp_path):
-    # Report first (the later handler may _exit); it then made the access
-    # possible and returned unchanged: recovered, so the report is withdrawn.
-    r = run(tmp_path, "after", "gc", "3", FAULTLINE_STAY_IN_FRONT="1")
+    # Report first (asked for: a later handler may _exit); it then made the
+    # access possible and returned unchanged: recovered, so the report is
+    # withdrawn.
+    r = run(tmp_path, "after", "gc", "3", FAULTLINE_CHAIN_ORDER="report-first")
     assert r.returncode == -signal.SIGSEGV and r.stdout == "survived 3\n", r.stderr
     assert r.stderr.count("report withdrawn: faultline-") == 3, r.stderr
     assert len(r.reports) == 1, r.stderr
@@ -143,16 +143,12 @@ def test_a_handler_that_aborts_reports_the_fault_and_dies_with_sigabrt(tmp_path)
     one_report_of_the_genuine_crash(r)
 
 
-@pytest.mark.parametrize("order", ["", "auto", "report-first"])
-def test_a_later_handler_kept_behind_faultline_gets_the_report_first(tmp_path, order):
-    # FAULTLINE_STAY_IN_FRONT with a handler installed after faultline: the
-    # report comes first (that handler may _exit), so each recovered fault
-    # leaves a report; faultline stays installed and the genuine crash
-    # after them gets one too.
-    env = {"FAULTLINE_STAY_IN_FRONT": "1"}
-    if order:
-        env["FAULTLINE_CHAIN_ORDER"] = order
-    r = run(tmp_path, "after", "probe", "3", **env)
+def test_report_first_for_a_later_handler_kept_behind_faultline(tmp_path):
+    # FAULTLINE_CHAIN_ORDER=report-first with a handler installed after
+    # faultline: the report comes first (that handler may _exit), so each
+    # recovered fault leaves a report; faultline stays installed and the
+    # genuine crash after them gets one too.
+    r = run(tmp_path, "after", "probe", "3", FAULTLINE_CHAIN_ORDER="report-first")
     assert r.returncode == -signal.SIGSEGV, r.stderr
     assert r.stdout == "survived 4\n", r.stderr
     # Three siglongjmp probes keep their reports (faultline cannot tell in
@@ -168,7 +164,8 @@ def test_other_threads_run_on_after_a_later_handler_jumps_away_from_its_report(t
     # Report first, then the program's handler siglongjmps out: it never
     # comes back to faultline, so the other threads cannot wait for its
     # verdict. They were frozen until faultline's park timeout (120 s).
-    r = run(tmp_path, "after", "probe", "3", FAULTLINE_STAY_IN_FRONT="1", RECOVERING_TICKER="1")
+    r = run(tmp_path, "after", "probe", "3", FAULTLINE_CHAIN_ORDER="report-first",
+            RECOVERING_TICKER="1")
     assert r.returncode == -signal.SIGSEGV, r.stderr
     assert r.stdout == "ticking\nsurvived 4\n", r.stdout + r.stderr
 
@@ -176,7 +173,7 @@ def test_other_threads_run_on_after_a_later_handler_jumps_away_from_its_report(t
 def test_a_later_handler_that_moves_the_pc_gets_each_early_report_withdrawn(tmp_path):
     # Report first (it may _exit), then it returns with the pc moved: the
     # fault was recovered, so the report is taken back and stderr says so.
-    r = run(tmp_path, "after", "rewrite", "3", FAULTLINE_STAY_IN_FRONT="1")
+    r = run(tmp_path, "after", "rewrite", "3", FAULTLINE_CHAIN_ORDER="report-first")
     assert r.returncode == -signal.SIGSEGV and r.stdout == "survived 3\n", r.stderr
     assert r.stderr.count("report withdrawn: faultline-") == 3, r.stderr
     assert r.stderr.count("report written to") == 4, r.stderr
@@ -193,7 +190,7 @@ def test_later_handler_recovering_on_eight_threads_at_once_keeps_faultline(tmp_p
     # the crash waits for that report, and its fault is still the handler's
     # to recover. Before, that thread handed its fault on and faultline
     # stepped aside for good: the genuine crash then had no report.
-    r = run(tmp_path, "after", "rewrite-threads", "40", FAULTLINE_STAY_IN_FRONT="1")
+    r = run(tmp_path, "after", "rewrite-threads", "40", FAULTLINE_CHAIN_ORDER="report-first")
     assert r.returncode == -signal.SIGSEGV and r.stdout == "survived 320\n", r.stderr
     assert len(r.reports) == 1, (len(r.reports), r.stderr[-3000:])
     rep = fltest.validate(r.reports[0])
@@ -203,16 +200,25 @@ def test_later_handler_recovering_on_eight_threads_at_once_keeps_faultline(tmp_p
 def test_a_process_that_goes_on_after_a_withdrawn_report_keeps_its_interval_timer(tmp_path):
     # The watchdog's alarm() replaces the program's ITIMER_REAL; a process
     # that goes on after the report must get its timer back.
-    r = run(tmp_path, "after", "rewrite-timer", "3", FAULTLINE_STAY_IN_FRONT="1",
+    r = run(tmp_path, "after", "rewrite-timer", "3", FAULTLINE_CHAIN_ORDER="report-first",
             FAULTLINE_WATCHDOG="10")
     assert r.returncode == -signal.SIGSEGV, r.stderr
     assert r.stdout == "timer ticking\nsurvived 3\n", r.stderr
 
 
-def test_handler_first_for_a_later_handler_gives_no_report_for_its_recoveries(tmp_path):
-    r = run(tmp_path, "after", "rewrite", "100", FAULTLINE_STAY_IN_FRONT="1",
-            FAULTLINE_CHAIN_ORDER="handler-first")
+@pytest.mark.parametrize("order", ["", "auto", "handler-first"])
+def test_a_later_handler_runs_first_and_its_recoveries_give_no_report(tmp_path, order):
+    # The default: faultline stays in front of a handler installed after it
+    # and lets it decide first, as for one that was there before. Before,
+    # each recovery left a report (or, without FAULTLINE_STAY_IN_FRONT,
+    # the handler displaced faultline and the genuine crash had none).
+    r = run(tmp_path, "after", "rewrite", "100", **({"FAULTLINE_CHAIN_ORDER": order} if order else {}))
     survived_then_one_report(r, 100)
+
+
+def test_a_later_handler_that_probes_with_siglongjmp_gives_no_report(tmp_path):
+    r = run(tmp_path, "after", "probe", "200")
+    survived_then_one_report(r, 201)
 
 
 def test_report_first_for_an_earlier_handler_reports_each_fault_and_stays_installed(tmp_path):

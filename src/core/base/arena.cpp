@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include "core/base/str.h"
+#include "core/base/sys.h"
 
 // Linux 5.14; older C library headers lack it.
 #ifndef MADV_POPULATE_WRITE
@@ -29,6 +30,7 @@ bool Arena::init(size_t bytes) {
   // core). At init: a signal faultline does not handle (SIGQUIT, SIGSYS)
   // dumps core without a capture first.
   madvise(p, bytes, MADV_DONTDUMP);
+  name_mapping(p, bytes, "faultline arena");
   base_ = static_cast<char*>(p);
   size_ = bytes;
   used_ = 0;

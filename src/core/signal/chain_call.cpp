@@ -271,20 +271,15 @@ void withdraw(const char* name) {
 void apply_deferred(ThreadState* st, int signo) {
   if (!st->call.has_deferred) return;
   st->call.has_deferred = 0;
-  g_crash.previous_later[signo] = !same_function(st->call.deferred, g_crash.earlier[signo]);
   g_crash.previous[signo] = st->call.deferred;
 }
 
-bool handler_first(int signo) {
-  switch (g_crash.config.chain_order) {
-    case ChainOrder::kReportFirst:
-      return false;
-    case ChainOrder::kHandlerFirst:
-      return true;
-    case ChainOrder::kAuto:
-      break;
-  }
-  return !g_crash.previous_later[signo];
+// The program's handler decides first (chain.h), whether it was there
+// before faultline or installed later and kept behind it: its recoveries
+// then cost no report. FAULTLINE_CHAIN_ORDER=report-first for a handler that
+// ends the process without handing the signal on (_exit).
+bool handler_first() {
+  return g_crash.config.chain_order != ChainOrder::kReportFirst;
 }
 
 }  // namespace
@@ -307,7 +302,8 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
   bool reported = repeat && st->returned.reported;
   st->returned.signo = 0;
   Pending pending = {};
-  if (handler_first(signo) && !repeat) {
+  bool python_handler = (g_crash.previous_is_python >> (signo - 1)) & 1;
+  if (handler_first() && !repeat) {
     switch (call(st, signo, info, ucv, false, st != &unlisted, &pending)) {
       case Outcome::kRecovered:
       case Outcome::kReportedInside:
@@ -319,6 +315,7 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
         // The process ends now: the crash stays owned, so another thread's
         // fault in the meantime is recorded for this report, not reported
         // on its own.
+        g_handler.python_text_written = python_handler;
         report_crash(signo, info, ucv);
         apply_deferred(st, signo);
         let_it_die(signo, pending);
@@ -327,7 +324,7 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
     apply_deferred(st, signo);
     return true;
   }
-  // The report first: the handler was installed after faultline (it may
+  // The report first: FAULTLINE_CHAIN_ORDER=report-first (the handler may
   // _exit), or it returned from this very fault unchanged before.
   char written[kReportNameBytes] = "";
   // Whether this fault has a report of its own (or had one before).
@@ -373,11 +370,13 @@ namespace {
 // signal interrupted) lies inside the call to the program's handler that
 // this thread's record describes: below the caller's frame on the same
 // stack, that frame alive (its cookie still there). A record left by a
-// handler that siglongjmp'd away fails this.
+// handler that siglongjmp'd away fails this. The handler's frames may be
+// large (redis's memory test keeps 1 MiB on its stack): up to 8 MiB, a
+// thread's usual stack.
 bool inside_call(const ThreadState* st, uintptr_t below) {
   uintptr_t at = __atomic_load_n(&st->call.sp, __ATOMIC_ACQUIRE);
   uint64_t cookie = 0;
-  return at != 0 && below != 0 && below < at && at - below < (uintptr_t{1} << 20) &&
+  return at != 0 && below != 0 && below < at && at - below < (uintptr_t{8} << 20) &&
          safe_read_obj(&cookie, at) && cookie == st->call.cookie;
 }
 

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include "core/base/arch.h"
+#include "core/base/sys.h"
 #include "core/handler_state.h"
 
 namespace faultline::core {
@@ -53,6 +54,10 @@ void run_on_crash_stack(void (*fn)(void*), void* arg) {
   sigprocmask(SIG_SETMASK, &all, &g_handler.switch_mask);
   call_on_stack(top, trampoline_body, fn, arg);
   sigprocmask(SIG_SETMASK, &g_handler.switch_mask, nullptr);
+}
+
+void name_crash_stack() {
+  name_mapping(g_crash_stack_area, sizeof g_crash_stack_area, "faultline stack");
 }
 
 bool make_crash_stack() {

@@ -10,6 +10,10 @@ namespace faultline::core {
 // capture only (one at a time). Async-signal-safe.
 bool make_crash_stack();
 
+// Names the crash stack's memory "faultline stack" (core/base/sys.h). Install
+// time.
+void name_crash_stack();
+
 // Runs fn(arg) on the crash stack, readying it first if needed (or right
 // here when this thread is on it already).
 // Every signal stays blocked while the stack pointer and the alternate

@@ -43,7 +43,7 @@
 namespace faultline::core {
 
 // The crash path's shared state.
-// Page-aligned: install writes the first page (small fields, earlier[],
+// Page-aligned: install writes the first page (small fields and
 // the default signals' previous[]) and the starts of Config's strings,
 // typically 3 pages in all (a first write of a page is a fault, ~10 us
 // here; see CrashState).

@@ -42,6 +42,7 @@ void write_process(JsonWriter& w, const Capture& c, const Config& cfg) {
   // (not /proc/self/exe, which is the loader for `ld.so prog`).
   if (!exe) exe = modules_exe_path();
   w.str_exact("executable", exe, str_len(exe));
+  if (cfg.exec_name[0]) w.str_exact("exec_name", cfg.exec_name, str_len(cfg.exec_name));
   w.key("argv");
   w.begin_array();
   // Secrets (--api-key=..., --password X, URL passwords) are filtered as

@@ -5,6 +5,7 @@
 #include "core/base/str.h"
 #include "core/crash_state.h"
 #include "core/diagnosis/diagnosis.h"
+#include "core/handler_state.h"
 
 namespace faultline::core {
 
@@ -313,7 +314,8 @@ void write_stderr_summary(const Capture& c, const Config& cfg) {
   // faulthandler wrote the Python text: the package says so, or a handler
   // that ran before faultline's (faulthandler.enable() after the preload)
   // raised the fault again after writing its own: not twice.
-  bool theirs = (mode && str_eq(mode, "on")) || c.reraised.present;
+  // Or faulthandler, kept behind faultline, ran first and gave up.
+  bool theirs = (mode && str_eq(mode, "on")) || c.reraised.present || g_handler.python_text_written;
   if (c.python.present && !theirs) {
     write_faulthandler_text(c, cfg, t, desc);
   } else if (!c.python.present) {

@@ -1,0 +1,145 @@
+/* A program that installs its own SIGSEGV handler after start-up, without
+ * chaining to the one it replaces (run under the preload).
+ * Usage: later_handler MODE [COUNT]
+ *   torch    PyTorch's DataLoader worker: an SA_NODEFER handler prints
+ *            "ERROR: Unexpected segmentation fault encountered in worker.",
+ *            resets SIGSEGV to the default and raise()s it; then a null
+ *            read in get_item.
+ *   redis    redis-server's crash handler (SA_RESETHAND | SA_NODEFER): it
+ *            reads /proc/self/maps and says whether the mapping its stack
+ *            pointer is in has "stack" in its line (redis's memory test
+ *            skips only those), fills a 1 MiB buffer on its stack (as
+ *            redis's memory test does), resets SIGSEGV to the default and
+ *            kill()s its own process.
+ *   recover  COUNT null reads, each recovered by the handler with
+ *            siglongjmp; prints "recovered COUNT" and exits 0.
+ *   query    installs the handler, asks for SIGSEGV's handler with
+ *            sigaction(SIGSEGV, NULL, &old) and with signal(); prints
+ *            "query: own" when both answer with the program's handler,
+ *            else "query: other"; exits 0. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+static volatile int g_sink;
+static sigjmp_buf g_env;
+
+static void say(const char* s) {
+  (void)!write(2, s, strlen(s));
+}
+
+NOINLINE static int get_item(volatile int* p) {
+  return *p;
+}
+
+static void torch_handler(int sig, siginfo_t* info, void* uc) {
+  (void)info;
+  (void)uc;
+  say("ERROR: Unexpected segmentation fault encountered in worker.\n");
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* Whether the maps line holding sp says "stack". */
+static const char* stack_line_says_stack(uintptr_t sp) {
+  static char buf[1 << 16];
+  int fd = open("/proc/self/maps", O_RDONLY);
+  if (fd < 0) return "unknown";
+  size_t n = 0;
+  ssize_t r;
+  while (n < sizeof buf - 1 && (r = read(fd, buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)r;
+  close(fd);
+  buf[n] = '\0';
+  for (char* line = buf; line && *line;) {
+    char* end = strchr(line, '\n');
+    if (end) *end = '\0';
+    unsigned long lo = 0, hi = 0;
+    if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && sp >= lo && sp < hi) {
+      return strstr(line, "stack") ? "named" : "unnamed";
+    }
+    line = end ? end + 1 : NULL;
+  }
+  return "unknown";
+}
+
+static void redis_handler(int sig, siginfo_t* info, void* uc) {
+  (void)info;
+  (void)uc;
+  volatile char here = 0;
+  say("=== REDIS BUG REPORT START ===\nhandler stack: ");
+  say(stack_line_says_stack((uintptr_t)&here));
+  say("\n");
+  volatile char backup[1 << 20];
+  for (size_t i = 0; i < sizeof backup; i += 512) backup[i] = 1;
+  say(backup[512] == 1 ? "memory test: passed\n" : "memory test: bad\n");
+  struct sigaction act;
+  memset(&act, 0, sizeof act);
+  sigemptyset(&act.sa_mask);
+  act.sa_flags = SA_NODEFER | SA_ONSTACK | SA_RESETHAND;
+  act.sa_handler = SIG_DFL;
+  sigaction(sig, &act, NULL);
+  kill(getpid(), sig);
+}
+
+static void recover_handler(int sig) {
+  (void)sig;
+  siglongjmp(g_env, 1);
+}
+
+static void install(int flags, void (*fn)(int, siginfo_t*, void*)) {
+  struct sigaction act;
+  memset(&act, 0, sizeof act);
+  sigemptyset(&act.sa_mask);
+  act.sa_flags = flags | SA_SIGINFO;
+  act.sa_sigaction = fn;
+  sigaction(SIGSEGV, &act, NULL);
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    say("usage: later_handler torch|redis|recover|query [COUNT]\n");
+    return 2;
+  }
+  const char* mode = argv[1];
+  if (!strcmp(mode, "torch")) {
+    install(SA_NODEFER, torch_handler);
+    g_sink = get_item(NULL);
+  } else if (!strcmp(mode, "redis")) {
+    install(SA_NODEFER | SA_RESETHAND, redis_handler);
+    g_sink = get_item(NULL);
+  } else if (!strcmp(mode, "recover")) {
+    int count = argc > 2 ? atoi(argv[2]) : 1000;
+    signal(SIGSEGV, recover_handler);
+    int done = 0;
+    for (int i = 0; i < count; ++i) {
+      if (sigsetjmp(g_env, 1) == 0) {
+        g_sink = get_item((volatile int*)(uintptr_t)(16 + (i % 64) * 8));
+      } else {
+        ++done;
+      }
+    }
+    printf("recovered %d\n", done);
+    return 0;
+  } else if (!strcmp(mode, "query")) {
+    install(0, torch_handler);
+    struct sigaction old;
+    memset(&old, 0, sizeof old);
+    sigaction(SIGSEGV, NULL, &old);
+    int own = (old.sa_flags & SA_SIGINFO) && old.sa_sigaction == torch_handler;
+    signal(SIGSEGV, recover_handler);
+    void (*prev)(int) = signal(SIGSEGV, recover_handler);
+    own = own && prev == recover_handler;
+    printf("query: %s\n", own ? "own" : "other");
+    return 0;
+  }
+  say("unknown mode\n");
+  return 2;
+}
