@@ -13,6 +13,7 @@
 #include <signal.h>
 
 #include "core/base/sigaction_real.h"
+#include "core/base/sys.h"
 #include "core/crash_state.h"
 #include "core/signal/chain.h"
 #include "core/signal/chain_call.h"
@@ -54,6 +55,15 @@ void record_later(int signo, const struct sigaction& act) {
   }
 }
 
+// A child that shares the parent's memory and has not run fork's child
+// handlers: vfork() or clone(CLONE_VM), as a shell or CPython's subprocess
+// uses before exec. Its resets of the handlers are its own (the kernel gave
+// it a copy of the table); recording them would change the parent's
+// faultline (step aside for SIGSEGV, unmap the dump mark).
+bool in_a_child_sharing_memory() {
+  return g_crash.pid != 0 && sys_getpid() != g_crash.pid;
+}
+
 bool ours(int signo) {
   return g_stay_in_front && g_crash.installed && signo > 0 && signo < 65 &&
          g_crash.handled[signo] && (g_stay_in_front_of_shutdown || !is_shutdown(signo));
@@ -87,6 +97,7 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
     errno = ENOSYS;
     return -1;
   }
+  if (in_a_child_sharing_memory()) return real(signo, act, old);
   bool mine = g_crash.installed && signo > 0 && signo < 65 && g_crash.handled[signo];
   if (mine && chain_call_active(signo)) {
     // The program's handler that faultline is running for this signal sets

@@ -120,10 +120,23 @@ def test_dump_never_signals_a_job_whose_program_handles_the_signal(tmp_path, env
         assert "graceful shutdown" not in stop_job(p)
 
 
-def test_dump_still_works_where_faultline_handles_the_signal(tmp_path):
-    p, pid = start_job(tmp_path, {"FAULTLINE_DUMP": "1"}, WAITER)
+SPAWNED_THEN_WAITS = """
+import os, subprocess, sys
+subprocess.run(["/bin/true"], check=True)
+print(os.getpid(), flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("code", [WAITER, SPAWNED_THEN_WAITS], ids=["waits", "spawned-first"])
+def test_dump_still_works_where_faultline_handles_the_signal(tmp_path, code):
+    # spawned-first: CPython's subprocess resets every handler in a vfork()
+    # child, in memory shared with the job; that took faultline's dump mark
+    # away from the job itself, and the dump was refused.
+    p, pid = start_job(tmp_path, {"FAULTLINE_DUMP": "1"}, code)
     try:
-        r = fltest.cli("dump", "--print-path", "--timeout", "20", str(pid), timeout=60)
+        r = fltest.cli("dump", "--method", "signal", "--print-path", "--timeout", "20", str(pid),
+                       timeout=60)
         assert r.returncode == 0, r.stderr
         assert p.poll() is None
     finally:

@@ -47,6 +47,17 @@ def test_a_handler_that_resets_and_raises_gets_the_original_fault_reported():
     assert r.stderr.index("encountered in worker") < r.stderr.index("report written")
 
 
+def test_a_vfork_child_resetting_handlers_leaves_the_parent_s_faultline_alone():
+    # A vfork() child (a shell's, CPython's subprocess) resets the handlers
+    # before exec in memory it shares with its parent: faultline's
+    # interposer must not record that as the parent stepping aside (it did:
+    # torch's handler then displaced faultline's, and no report).
+    r = fltest.run([LATER, "vfork-torch"])
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    assert "ERROR: Unexpected segmentation fault encountered in worker." in r.stderr
+    the_original_fault(r)
+
+
 def test_a_handler_that_kills_its_own_process_gets_the_original_fault_reported():
     # redis-server's pattern: reset to the default, then kill(getpid()).
     r = fltest.run([LATER, "redis"])

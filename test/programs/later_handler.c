@@ -13,6 +13,10 @@
  *            kill()s its own process.
  *   recover  COUNT null reads, each recovered by the handler with
  *            siglongjmp; prints "recovered COUNT" and exits 0.
+ *   vfork-torch  first a vfork() child resets SIGSEGV and SIGUSR2 to the
+ *            default and _exit()s (as a shell or CPython's subprocess does
+ *            before exec); then as torch. The child shares the parent's
+ *            memory: nothing it does may change the parent's faultline.
  *   query    installs the handler, asks for SIGSEGV's handler with
  *            sigaction(SIGSEGV, NULL, &old) and with signal(); prints
  *            "query: own" when both answer with the program's handler,
@@ -25,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
@@ -105,10 +110,21 @@ static void install(int flags, void (*fn)(int, siginfo_t*, void*)) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    say("usage: later_handler torch|redis|recover|query [COUNT]\n");
+    say("usage: later_handler torch|vfork-torch|redis|recover|query [COUNT]\n");
     return 2;
   }
   const char* mode = argv[1];
+  if (!strcmp(mode, "vfork-torch")) {
+    pid_t child = vfork();
+    if (child == 0) {
+      signal(SIGSEGV, SIG_DFL);
+      signal(SIGUSR2, SIG_DFL);
+      _exit(0);
+    }
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, 0) != child) return 3;
+    mode = "torch";
+  }
   if (!strcmp(mode, "torch")) {
     install(SA_NODEFER, torch_handler);
     g_sink = get_item(NULL);
