@@ -15,6 +15,7 @@
 
 #include "core/crash_state.h"
 #include "install/module_snapshot_refresh.h"
+#include "install/sigaction_hook.h"
 
 namespace faultline::core {
 namespace {
@@ -44,6 +45,7 @@ void fl_before_dlopen() {
   resolve_real_dlopen();
   if (faultline::core::g_crash.installed) {
     faultline::core::module_snapshot_refresh(false);
+    faultline::core::find_python_module();  // a program that loads Python late
   } else {
     g_fl_dlopen_before_install = 1;
   }

@@ -15,20 +15,11 @@ namespace {
 timer_t g_dump_timer;
 bool g_dump_timer_armed = false;
 struct sigaction g_previous_dump;
-int g_dump_signo = 0;
 
-// The mark `faultline dump` looks for before it sends a signal: a page of
-// a memfd named "faultline dump signal N", which /proc/PID/maps shows as
-// "/memfd:faultline dump signal N (deleted)" while faultline's handler of N
-// is installed. SigCgt cannot tell faultline's handler from the program's
-// own (a graceful shutdown on SIGUSR2). A memfd, not a named anonymous
-// mapping: kernels without CONFIG_ANON_VMA_NAME refuse those. Its
-// descriptor is closed at once: only the mapping stays.
-void* g_marker = nullptr;
-
+// The mark `faultline dump` looks for (g_dump_mark, dump_signal.h).
 void publish_marker(int signo) {
-  if (g_marker) munmap(g_marker, 4096);
-  g_marker = nullptr;
+  if (g_dump_mark) munmap(g_dump_mark, 4096);
+  g_dump_mark = nullptr;
   if (signo <= 0) return;
   char name[48];
   snprintf(name, sizeof name, "faultline dump signal %d", signo);
@@ -37,16 +28,10 @@ void publish_marker(int signo) {
   void* page =
       ftruncate(fd, 4096) == 0 ? mmap(nullptr, 4096, PROT_NONE, MAP_SHARED, fd, 0) : MAP_FAILED;
   close(fd);
-  if (page != MAP_FAILED) g_marker = page;
+  if (page != MAP_FAILED) g_dump_mark = page;
 }
 
 }  // namespace
-
-void dump_signal_taken_over(int signo) {
-  if (signo <= 0 || signo != g_dump_signo) return;
-  g_dump_signo = 0;  // the program's now: never put back over it
-  publish_marker(0);
-}
 
 void install_dump_signal(int signo) {
   if (g_dump_signo == signo) return;

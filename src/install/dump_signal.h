@@ -15,8 +15,20 @@ void arm_dump_timer(int seconds, int signo);
 
 // The program installed its own disposition for `signo` (through the
 // sigaction() interposer): if it is the dump signal, faultline's mark for
-// `faultline dump` goes, and the signal is the program's.
+// `faultline dump` goes, and the signal is the program's. Defined with the
+// interposer (sigaction_hook.cpp): async-signal-safe.
 void dump_signal_taken_over(int signo);
+
+// The dump signal faultline's handler is installed for (0: none).
+extern volatile int g_dump_signo;
+// The mark `faultline dump` looks for before it sends a signal: a page of
+// a memfd named "faultline dump signal N", which /proc/PID/maps shows as
+// "/memfd:faultline dump signal N (deleted)" while faultline's handler of N
+// is installed. SigCgt cannot tell faultline's handler from the program's
+// own (a graceful shutdown on SIGUSR2). A memfd, not a named anonymous
+// mapping: kernels without CONFIG_ANON_VMA_NAME refuse those. Its
+// descriptor is closed at once: only the mapping stays.
+extern void* volatile g_dump_mark;
 
 // The dump signal installed now; 0 when there is none.
 int installed_dump_signal();

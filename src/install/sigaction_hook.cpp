@@ -4,13 +4,17 @@
 // away from faultline. faultline interposes sigaction() and signal(): for its
 // signals, the new handler is recorded as the one faultline hands the signal
 // on to, and the caller is told about the handler it replaced, as if it were
-// installed. Everything else passes straight to libc. Install-side code: it
-// runs in the program's context, not in faultline's handler.
+// installed. Everything else passes straight to libc. It runs in the
+// program's context, and that may be a signal handler (sigaction() is
+// async-signal-safe; crash handlers call it): this file is checked like the
+// crash path (tools/check-signal-safety). What needs the loader is done at
+// install, in sigaction_install.cpp.
 #include "install/sigaction_hook.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
+#include <sys/mman.h>
 
 #include "core/base/sigaction_real.h"
 #include "core/base/sys.h"
@@ -24,25 +28,31 @@ namespace faultline::core {
 
 volatile int g_stay_in_front = 0;
 volatile int g_stay_in_front_of_shutdown = 0;
+volatile uintptr_t g_python_module_start = 0;
+volatile uintptr_t g_python_module_end = 0;
+volatile int g_dump_signo = 0;
+void* volatile g_dump_mark = nullptr;
+
+void dump_signal_taken_over(int signo) {
+  if (signo <= 0 || signo != g_dump_signo) return;
+  g_dump_signo = 0;  // the program's now: never put back over it
+  void* mark = g_dump_mark;
+  g_dump_mark = nullptr;
+  if (mark) munmap(mark, 4096);
+}
 
 namespace {
 
 SigactionFn resolve() {
-  if (!g_real_sigaction) {
-    g_real_sigaction = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));
-  }
-  return g_real_sigaction;
+  return g_real_sigaction ? g_real_sigaction : sigaction_before_install();
 }
 
-// Whether fn lies in the module that defines Py_FatalError: a handler
-// CPython installs itself (faulthandler's). Not from a signal handler
-// (dladdr takes the loader's lock).
+// A handler CPython installs itself (faulthandler's): one in the module that
+// defines Py_FatalError, whose extent the install found.
 bool in_python(const struct sigaction& act) {
-  void* fn = (act.sa_flags & SA_SIGINFO) ? reinterpret_cast<void*>(act.sa_sigaction)
-                                         : reinterpret_cast<void*>(act.sa_handler);
-  void* fatal = dlsym(RTLD_DEFAULT, "Py_FatalError");
-  Dl_info a = {}, b = {};
-  return fatal && dladdr(fn, &a) && dladdr(fatal, &b) && a.dli_fbase == b.dli_fbase;
+  uintptr_t fn = (act.sa_flags & SA_SIGINFO) ? reinterpret_cast<uintptr_t>(act.sa_sigaction)
+                                             : reinterpret_cast<uintptr_t>(act.sa_handler);
+  return fn >= g_python_module_start && fn < g_python_module_end;
 }
 
 void record_later(int signo, const struct sigaction& act) {
@@ -70,20 +80,6 @@ bool ours(int signo) {
 }
 
 }  // namespace
-
-void resolve_real_sigaction() {
-  resolve();
-  // Preloaded or linked, the program's sigaction() is this library's; loaded
-  // late (dlopen, RTLD_LOCAL), libc's.
-  Dl_info mine = {}, program = {};
-  void* used = dlsym(RTLD_DEFAULT, "sigaction");
-  g_sigaction_interposed =
-      used && dladdr(used, &program) &&
-              dladdr(reinterpret_cast<void*>(&resolve_real_sigaction), &mine) &&
-              program.dli_fbase == mine.dli_fbase
-          ? 1
-          : 0;
-}
 
 }  // namespace faultline::core
 

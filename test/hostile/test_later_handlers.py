@@ -58,6 +58,17 @@ def test_a_vfork_child_resetting_handlers_leaves_the_parent_s_faultline_alone():
     the_original_fault(r)
 
 
+def test_a_handler_re_arming_other_signals_calls_nothing_unsafe_through_faultline():
+    # sigaction() is async-signal-safe and crash handlers call it; through
+    # faultline's interposer it called dlsym/dladdr (the loader's lock, and
+    # malloc for dlsym's error text in a program without Python).
+    r = fltest.run([LATER, "rearm"])
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    assert "malloc in a signal handler" not in r.stderr, r.stderr
+    assert "ERROR: Unexpected segmentation fault encountered in worker." in r.stderr
+    the_original_fault(r)
+
+
 def test_a_handler_that_kills_its_own_process_gets_the_original_fault_reported():
     # redis-server's pattern: reset to the default, then kill(getpid()).
     r = fltest.run([LATER, "redis"])

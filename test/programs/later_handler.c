@@ -17,6 +17,10 @@
  *            default and _exit()s (as a shell or CPython's subprocess does
  *            before exec); then as torch. The child shares the parent's
  *            memory: nothing it does may change the parent's faultline.
+ *   rearm    as torch, but the handler first installs a SIGBUS handler
+ *            (crash handlers re-arm the other fatal signals), with the
+ *            program's malloc saying "malloc in a signal handler" if the
+ *            sigaction() call allocates.
  *   query    installs the handler, asks for SIGSEGV's handler with
  *            sigaction(SIGSEGV, NULL, &old) and with signal(); prints
  *            "query: own" when both answer with the program's handler,
@@ -35,6 +39,19 @@
 #define NOINLINE __attribute__((noinline))
 
 static volatile int g_sink;
+static volatile int g_in_handler;
+
+/* The program's malloc: says when called inside rearm's handler (through the
+ * sigaction() interposer, the loader's dlsym or dladdr). */
+extern void* __libc_malloc(size_t);
+void* malloc(size_t n) {
+  if (g_in_handler) write(2, "malloc in a signal handler\n", 27);
+  return __libc_malloc(n);
+}
+
+static void bus_handler(int sig) {
+  (void)sig;
+}
 static sigjmp_buf g_env;
 
 static void say(const char* s) {
@@ -43,6 +60,18 @@ static void say(const char* s) {
 
 NOINLINE static int get_item(volatile int* p) {
   return *p;
+}
+
+static void torch_handler(int sig, siginfo_t* info, void* uc);
+
+static void rearm_handler(int sig, siginfo_t* info, void* uc) {
+  g_in_handler = 1;
+  struct sigaction act;
+  memset(&act, 0, sizeof act);
+  act.sa_handler = bus_handler;
+  sigaction(SIGBUS, &act, NULL);
+  g_in_handler = 0;
+  torch_handler(sig, info, uc);
 }
 
 static void torch_handler(int sig, siginfo_t* info, void* uc) {
@@ -110,7 +139,7 @@ static void install(int flags, void (*fn)(int, siginfo_t*, void*)) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    say("usage: later_handler torch|vfork-torch|redis|recover|query [COUNT]\n");
+    say("usage: later_handler torch|vfork-torch|rearm|redis|recover|query [COUNT]\n");
     return 2;
   }
   const char* mode = argv[1];
@@ -125,7 +154,10 @@ int main(int argc, char** argv) {
     if (child < 0 || waitpid(child, &status, 0) != child) return 3;
     mode = "torch";
   }
-  if (!strcmp(mode, "torch")) {
+  if (!strcmp(mode, "rearm")) {
+    install(SA_NODEFER, rearm_handler);
+    g_sink = get_item(NULL);
+  } else if (!strcmp(mode, "torch")) {
     install(SA_NODEFER, torch_handler);
     g_sink = get_item(NULL);
   } else if (!strcmp(mode, "redis")) {
