@@ -100,6 +100,10 @@ struct HandlerState {
   // The program's handler that ran before the report was CPython's
   // faulthandler: it wrote the Python text already (stderr_summary.cpp).
   bool python_text_written{false};
+  // That handler's address, for what the interposer could not tell (a
+  // CPython linked into an executable that exports none of its symbols):
+  // the report's writer compares it with the module holding _PyRuntime.
+  uintptr_t fatal_handler_pc{0};
 };
 
 static_assert(std::atomic<pid_t>::is_always_lock_free && std::atomic<Writer>::is_always_lock_free &&

@@ -5,8 +5,12 @@
 #include <link.h>
 #include <stdint.h>
 
+#include "core/crash_state.h"
 #include "core/signal/chain_call.h"
 #include "install/sigaction_hook.h"
+
+// CPython's, where the program or a library it links exports it.
+extern "C" void Py_FatalError(const char*) __attribute__((weak));
 
 namespace faultline::core {
 
@@ -47,7 +51,11 @@ SigactionFn sigaction_before_install() {
 
 void find_python_module() {
   if (g_python_module_end != 0) return;
-  void* fatal = dlsym(RTLD_DEFAULT, "Py_FatalError");
+  // A weak reference first: no failed dlsym (an error text formatted with
+  // malloc) at the start of every program without Python. dlsym for a
+  // CPython loaded later (before each dlopen, until found).
+  void* fatal = reinterpret_cast<void*>(&Py_FatalError);
+  if (!fatal && g_crash.installed) fatal = dlsym(RTLD_DEFAULT, "Py_FatalError");
   if (!fatal) return;
   Extent e{reinterpret_cast<uintptr_t>(fatal)};
   if (dl_iterate_phdr(extent_of, &e) == 0) return;

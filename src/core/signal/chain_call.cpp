@@ -303,6 +303,10 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
   st->returned.signo = 0;
   Pending pending = {};
   bool python_handler = (g_crash.previous_is_python >> (signo - 1)) & 1;
+  // The handler about to run (it may reset itself before raising again).
+  const struct sigaction& h = g_crash.previous[signo];
+  uintptr_t handler_pc = (h.sa_flags & SA_SIGINFO) ? reinterpret_cast<uintptr_t>(h.sa_sigaction)
+                                                   : reinterpret_cast<uintptr_t>(h.sa_handler);
   if (handler_first() && !repeat) {
     switch (call(st, signo, info, ucv, false, st != &unlisted, &pending)) {
       case Outcome::kRecovered:
@@ -316,6 +320,7 @@ bool chain_call(int signo, siginfo_t* info, void* ucv) {
         // fault in the meantime is recorded for this report, not reported
         // on its own.
         g_handler.python_text_written = python_handler;
+        g_handler.fatal_handler_pc = handler_pc;
         report_crash(signo, info, ucv);
         apply_deferred(st, signo);
         let_it_die(signo, pending);

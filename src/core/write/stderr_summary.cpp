@@ -6,6 +6,7 @@
 #include "core/crash_state.h"
 #include "core/diagnosis/diagnosis.h"
 #include "core/handler_state.h"
+#include "core/modules/modules.h"
 
 namespace faultline::core {
 
@@ -298,6 +299,19 @@ bool report_announcement_off(const Capture& c) {
   return c.kind == CaptureKind::kDump || str_eq(mode, "text");
 }
 
+namespace {
+
+// The program's handler that ran first and gave up lies in the module that
+// defines _PyRuntime: CPython's faulthandler, which wrote the Python text.
+bool fatal_handler_in_python(const Capture& c) {
+  uintptr_t pc = g_handler.fatal_handler_pc;
+  if (!pc || !c.python.present || !c.python.runtime) return false;
+  int handler = find_module(c.modules, pc);
+  return handler >= 0 && handler == find_module(c.modules, c.python.runtime);
+}
+
+}  // namespace
+
 void write_stderr_summary(const Capture& c, const Config& cfg) {
   const SignalInfo* si = find_signal(c.signo);
   const char* desc = si ? si->description : "Fatal signal";
@@ -315,7 +329,8 @@ void write_stderr_summary(const Capture& c, const Config& cfg) {
   // that ran before faultline's (faulthandler.enable() after the preload)
   // raised the fault again after writing its own: not twice.
   // Or faulthandler, kept behind faultline, ran first and gave up.
-  bool theirs = (mode && str_eq(mode, "on")) || c.reraised.present || g_handler.python_text_written;
+  bool theirs = (mode && str_eq(mode, "on")) || c.reraised.present ||
+                g_handler.python_text_written || fatal_handler_in_python(c);
   if (c.python.present && !theirs) {
     write_faulthandler_text(c, cfg, t, desc);
   } else if (!c.python.present) {
