@@ -5,10 +5,12 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -18,8 +20,6 @@
 namespace faultline::cli {
 
 namespace fs = std::filesystem;
-
-namespace {
 
 // NAME=value pairs of /proc/PID/environ; nullopt with the errno when unreadable.
 std::optional<std::map<std::string, std::string>> environ_of(int pid, int* error) {
@@ -43,6 +43,43 @@ std::optional<std::map<std::string, std::string>> environ_of(int pid, int* error
   }
   return env;
 }
+
+nlohmann::json job_of(int pid) {
+  int error = 0;
+  auto env = environ_of(pid, &error);
+  if (!env) return nullptr;
+  auto it = env->find("TORCHELASTIC_RUN_ID");
+  if (it == env->end() || it->second.empty()) return nullptr;
+  // As the library writes it (core/write/job_identity.cpp): a number the
+  // launcher gave as text, null when absent or not a number.
+  auto number = [&](const char* name) -> nlohmann::json {
+    auto v = env->find(name);
+    if (v == env->end() || v->second.empty()) return nullptr;
+    char* end = nullptr;
+    errno = 0;
+    long long n = std::strtoll(v->second.c_str(), &end, 10);
+    if (errno || *end) return nullptr;
+    return n;
+  };
+  auto text = [&](const char* name) -> nlohmann::json {
+    auto v = env->find(name);
+    return v == env->end() || v->second.empty() ? nlohmann::json(nullptr)
+                                                : nlohmann::json(v->second);
+  };
+  struct utsname u;
+  return {{"launcher", "torchrun"},
+          {"run_id", it->second},
+          {"rank", number("RANK")},
+          {"local_rank", number("LOCAL_RANK")},
+          {"world_size", number("WORLD_SIZE")},
+          {"group_rank", number("GROUP_RANK")},
+          {"restart_count", number("TORCHELASTIC_RESTART_COUNT")},
+          {"host", uname(&u) == 0 ? nlohmann::json(u.nodename) : nlohmann::json(nullptr)},
+          {"master_addr", text("MASTER_ADDR")},
+          {"master_port", number("MASTER_PORT")}};
+}
+
+namespace {
 
 int parent_of(int pid) {
   std::ifstream in(fmt::format("/proc/{}/stat", pid));

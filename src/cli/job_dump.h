@@ -5,6 +5,9 @@
 //   JobDump d = dump_job(run_id, dir, timeout_s);   // then report on d
 #pragma once
 
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,15 @@ struct JobDump {
   std::vector<std::pair<int, std::string>> failed;      // pid, why (faultline dump's words)
   std::vector<std::pair<int, std::string>> unreadable;  // pid, why its environ was closed
 };
+
+// NAME=value pairs of /proc/PID/environ; nullopt with the errno in *error
+// when it cannot be read.
+std::optional<std::map<std::string, std::string>> environ_of(int pid, int* error);
+
+// The report's "job" object for a process of a torchrun job (its
+// TORCHELASTIC_* variables, as the library writes it in the process); null
+// when it is not one or its environment cannot be read.
+nlohmann::json job_of(int pid);
 
 // The ranks of the job on this host: processes with TORCHELASTIC_RUN_ID=
 // run_id and RANK set, less a rank's own children (data loader workers

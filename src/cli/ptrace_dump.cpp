@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cli/job_dump.h"
 #include "cli/ptrace_stop.h"
 #include "core/base/arena.h"
 #include "core/base/safe_read.h"
@@ -487,6 +488,7 @@ int ptrace_capture(pid_t pid, json* report, std::string* why) {
         {"safe_read", "process_vm_readv"},
         {"modules_from", "/proc/PID/maps"},
         {"errors", std::move(errs)}}}};
+  if (json job = job_of(pid); !job.is_null()) (*report)["job"] = std::move(job);
   return 0;
 }
 
