@@ -52,10 +52,12 @@ struct Capture {
   siginfo_t info;
   ucontext_t uc;
   bool have_uc;
-  // No other thread is asked for its stack: a shutdown the program's own
-  // handler takes over (the process may go on, and asking would interrupt
-  // the other threads' system calls). Their Python stacks are still read.
-  bool own_thread_only;
+  // Set: no other thread is asked for its stack, and this says why (each
+  // one's note). The process goes on (a shutdown the program's own handler
+  // takes over, an uncaught Python exception), and asking would interrupt
+  // the other threads' system calls with EINTR. They are listed without
+  // native frames; their Python stacks are still read (from memory).
+  const char* own_thread_only;
   pid_t pid, tid;
   int64_t time_sec, time_nsec;
   uint64_t start_ns;  // monotonic at the claim of the crash or dump (handler.cpp)

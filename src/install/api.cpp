@@ -57,6 +57,23 @@ const char* faultline_version(void) {
   return FAULTLINE_VERSION;
 }
 
+namespace {
+
+// A live dump made on this thread by a call, not a signal: nothing is sent
+// (a thread blocking the dump signal would only leave it pending), and the
+// unwind starts from here.
+void dump_here() {
+  siginfo_t si = {};
+  si.si_signo = SIGUSR2;
+  si.si_code = SI_USER;
+  si.si_pid = g_crash.pid;
+  ucontext_t uc;
+  getcontext(&uc);
+  dump_signal_handler(SIGUSR2, &si, &uc);
+}
+
+}  // namespace
+
 int faultline_dump_now(void) {
   if (!g_crash.installed) return -ENOTCONN;
   int before = dumps_written();
@@ -64,13 +81,7 @@ int faultline_dump_now(void) {
     // Delivered to this thread before tgkill returns.
     syscall(SYS_tgkill, g_crash.pid, sys_gettid(), signo);
   } else {
-    siginfo_t si = {};
-    si.si_signo = SIGUSR2;
-    si.si_code = SI_USER;
-    si.si_pid = g_crash.pid;
-    ucontext_t uc;
-    getcontext(&uc);
-    dump_signal_handler(SIGUSR2, &si, &uc);
+    dump_here();
   }
   return dumps_written() > before ? 0 : -EIO;
 }
@@ -93,9 +104,11 @@ int faultline_exception_report(const char* type, const char* message, const char
   copy(e.text, sizeof e.text, text, &e.text_truncated);
   e.tid = static_cast<int>(sys_gettid());
   __atomic_store_n(&e.set, 1, __ATOMIC_RELEASE);  // dump_work takes it as kException
-  int rc = faultline_dump_now();
+  // Called, not signalled: this thread may block the dump signal.
+  int before = dumps_written();
+  dump_here();
   __atomic_store_n(&e.set, 0, __ATOMIC_RELEASE);
-  return rc;
+  return dumps_written() > before ? 0 : -EIO;
 }
 
 size_t faultline_last_report(char* buf, size_t size) {

@@ -110,6 +110,7 @@ def test_shutdown_report_then_the_signals_own_course(mode, env):
         # Python stacks are still there.
         others = [t for t in rep["threads"] if not t.get("crashed")]
         assert others and not any(t.get("captured") for t in others), others
+        assert all("not interrupted" in t.get("note", "") for t in others), others
         assert any(f.get("kind") == "python" for t in others for f in t.get("frames", []))
     # A stopped rank is no crash: no fatal-error text for log scrapers to
     # count, one line that says what the report is.

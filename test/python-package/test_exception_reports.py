@@ -93,11 +93,13 @@ def test_enable_reports_the_exception(tmp_path):
     assert d["category"] == "python-exception"
     assert d["summary"].startswith("uncaught Python exception RuntimeError: Timed out")
     assert "in poison_step at job.py:" in d["summary"]
-    # Every thread's stacks: the helper's Python frames too.
+    # Every thread's Python stack: the helper's too. The helper is not
+    # interrupted for its native stack (the process may go on).
     helper = [t for t in r["threads"]
               if any(f.get("function") == "helper_wait" for f in t["frames"])]
     assert len(helper) == 1 and helper[0]["tid"] != r["crashed_tid"]
-    assert any(f["kind"] == "native" for f in helper[0]["frames"])
+    assert all(f["kind"] == "python" for f in helper[0]["frames"])
+    assert "not interrupted" in helper[0]["note"]
     assert r["crashed_tid"] == r["process"]["pid"]
     # The command reads it: validate, show, and the signature recomputed offline.
     path = os.path.join(run.report_dir, [n for n in fltest.listdir(run.report_dir)
@@ -177,3 +179,71 @@ def test_startup_hook_in_a_preloaded_job(tmp_path):
     run = fltest.run([SYSTEM_PYTHON, "-c", boot, str(script), "enable", "bare"],
                      env=dict(env, FAULTLINE_EXCEPTION_REPORTS="0"), report_dir=str(off))
     assert run.returncode == 1 and run.reports == []
+
+
+# A thread raises while the main thread waits in epoll_wait (called through
+# ctypes: Python's own select.epoll retries EINTR and would hide it). The
+# worker raises only once /proc shows the main thread inside the wait.
+QUIET_PROGRAM = """
+import ctypes, os, signal, sys, threading
+MODE = sys.argv[1]
+BARE = sys.argv[2:] == ["bare"]
+if not BARE:
+    import faultline
+    faultline.enable()
+libc = ctypes.CDLL(None, use_errno=True)
+main_tid = threading.get_native_id()
+def main_waiting():
+    try:
+        with open(f"/proc/self/task/{main_tid}/wchan") as f:
+            return "poll" in f.read()
+    except OSError:
+        return False
+def worker():
+    if MODE == "blocked":
+        # The dump signal blocked on the raising thread: the report is still made.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+    while not main_waiting():
+        threading.Event().wait(0.01)
+    raise RuntimeError("worker failed")
+def wait_in_epoll():
+    epfd = libc.epoll_create1(0)
+    events = ctypes.create_string_buffer(64)
+    threading.Thread(target=worker, name="worker").start()
+    rc = libc.epoll_wait(epfd, events, 1, 3000)
+    print("epoll_wait", rc, ctypes.get_errno() if rc < 0 else 0, flush=True)
+wait_in_epoll()
+"""
+
+
+@pytest.mark.parametrize("mode", ["plain", "blocked"])
+def test_thread_exception_interrupts_no_other_thread(tmp_path, mode):
+    """First law: the process goes on after a thread's uncaught exception,
+    so the report signals no other thread. The main thread's epoll_wait
+    times out (0) as without faultline, not -1 EINTR. The report still has
+    the raising thread's native stack and every thread's Python stack."""
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "job.py").write_text(QUIET_PROGRAM)
+    bare = subprocess.run([SYSTEM_PYTHON, str(tmp_path / "bare" / "job.py"), mode, "bare"],
+                          capture_output=True, text=True, timeout=120)
+    assert "epoll_wait 0 0" in bare.stdout, bare.stdout + bare.stderr
+    run = run_py(QUIET_PROGRAM, tmp_path, preload=True, args=[mode],
+                 env={"FAULTLINE_DUMP": "1"})
+    assert run.returncode == bare.returncode == 0
+    assert "epoll_wait 0 0" in run.stdout, run.stdout + run.stderr
+    (r,) = exception_reports(run)
+    fltest.validate(r)
+    assert r["exception"]["type"] == "RuntimeError"
+    raising = [t for t in r["threads"] if t["tid"] == r["crashed_tid"]]
+    assert len(raising) == 1 and raising[0]["captured"]
+    assert any(f["kind"] == "native" for f in raising[0]["frames"])
+    # Its Python frames: threading's hook call, under which faultline reports.
+    assert any(f["kind"] == "python" and f["function"] == "_bootstrap_inner"
+               for f in raising[0]["frames"])
+    main = [t for t in r["threads"] if t["tid"] == r["process"]["pid"]]
+    assert len(main) == 1 and main[0]["tid"] != r["crashed_tid"]
+    # Python frames only, and a note saying why.
+    assert [f["kind"] for f in main[0]["frames"]] and \
+        all(f["kind"] == "python" for f in main[0]["frames"])
+    assert any(f.get("function") == "wait_in_epoll" for f in main[0]["frames"])
+    assert "not interrupted" in main[0]["note"]

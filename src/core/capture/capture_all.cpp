@@ -12,6 +12,7 @@
 #include "core/capture/annotations.h"
 #include "core/capture/reraise.h"
 #include "core/capture/run_phase.h"
+#include "core/capture/task_files.h"
 #include "core/capture/threads.h"
 #include "core/crash_state.h"
 #include "core/diagnosis/classify.h"
@@ -154,6 +155,26 @@ Capture* begin_capture() {
   return c;
 }
 
+namespace {
+
+// The other threads, listed with c->own_thread_only as their note, their
+// name and /proc state, and no native frames: nothing is sent to them.
+void list_unasked_threads(Capture* c) {
+  c->threads_total = 1;
+  int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return;
+  c->nthreads = list_threads(dir, c->tid, c->threads, kMaxThreads, &c->threads_total);
+  close(dir);
+  for (int i = 1; i < c->nthreads; ++i) {
+    ThreadCapture* t = &c->threads[i];
+    t->note = c->own_thread_only;
+    read_thread_name(t->tid, t->name, sizeof t->name);
+    t->proc_state = read_thread_state(t->tid);
+  }
+}
+
+}  // namespace
+
 void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void* ucv) {
   Arena* arena = &g_crash.arena;
   const Config& cfg = g_crash.config;
@@ -229,7 +250,9 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
   // which a thread parked in dlopen would hold until released.
   const bool own_first = libunwind_available();
   if (own_first) unwind_own();
-  if (!c->own_thread_only)
+  if (c->own_thread_only)
+    run_phase(Phase::kThreads, c, [&] { list_unasked_threads(c); });
+  else
     run_phase(Phase::kThreads, c, [&] {
       c->nthreads =
           ask_other_threads(c->threads, kMaxThreads, cfg.max_threads, cfg.max_frames, c->modules,
@@ -243,7 +266,7 @@ void capture_all(Capture* c, CaptureKind kind, int signo, siginfo_t* info, void*
   // Cut short (the watchdog's first stage jumps out of the wait, or a
   // fault): once more, without waiting, so the answers that came are kept
   // and the rest noted.
-  volatile bool collected = c->own_thread_only;
+  volatile bool collected = c->own_thread_only != nullptr;
   for (int attempt = 0; attempt < 2 && !collected; ++attempt) {
     run_phase(Phase::kThreadsCollect, c, [&] {
       c->nthreads = collect_other_threads(c->threads, cfg.thread_timeout_ms, c->modules,

@@ -328,10 +328,6 @@ void thread_signal_handler(int signo, siginfo_t* info, void* ucv) {
   errno = saved;
 }
 
-namespace {
-
-// The threads in /proc/self/task (open at dir) other than self, into
-// threads[1..capacity); all counted in *threads_total. Returns the slots used.
 // Not inlined into capture_other_threads, whose sigsetjmp would make its
 // locals "clobbered" (-Wclobbered).
 __attribute__((noinline)) int list_threads(int dir, pid_t self, ThreadCapture* threads,
@@ -347,8 +343,6 @@ __attribute__((noinline)) int list_threads(int dir, pid_t self, ThreadCapture* t
   });
   return count;
 }
-
-}  // namespace
 
 void read_thread_name(pid_t tid, char* out, size_t cap) {
   long n = read_task_file(tid, "comm", out, cap);

@@ -43,6 +43,11 @@ int ask_other_threads(ThreadCapture* threads, int capacity, int max_with_stacks,
 int collect_other_threads(ThreadCapture* threads, int timeout_ms, const ModuleTable& modules,
                           uint64_t* park_ns, CaptureErrors* errors);
 
+// The threads in /proc/self/task (open at dir) other than self, into
+// threads[1..capacity); all counted in *threads_total. Returns the slots used
+// (threads[0] counted). Asks nothing of them.
+int list_threads(int dir, pid_t self, ThreadCapture* threads, int capacity, int* threads_total);
+
 // Reads a thread's name from /proc/self/task/<tid>/comm into out (cap bytes).
 void read_thread_name(pid_t tid, char* out, size_t cap);
 

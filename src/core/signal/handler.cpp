@@ -105,7 +105,9 @@ void crash_work(void* arg) {
   if (kind == CaptureKind::kShutdown && handler_fn(g_crash.previous[w->signo]).fn > 1) {
     // The program's own handler takes the signal next and may go on (a
     // checkpoint, then exit): the other threads must not have been stopped.
-    c->own_thread_only = true;
+    c->own_thread_only =
+        "not interrupted: the program's own handler takes the signal next and the process may go "
+        "on";
   }
   capture_all(c, kind, w->signo, w->info, w->ucv);
   // The file first: stderr may be a dead or full pipe.
@@ -163,9 +165,15 @@ void dump_work(void* arg) {
   c->nsecondary = &g_nsecondary;
   // Asked for by faultline_exception_report on this thread: an uncaught
   // Python exception, taken as a live dump.
-  bool exception =
-      __atomic_load_n(&g_py_exception.set, __ATOMIC_ACQUIRE) && g_py_exception.tid == sys_gettid();
+  // 1 only: 2 is its fields still being copied (a SIGUSR2 dump landing on
+  // that thread meanwhile is a plain dump, not a half-filled exception).
+  bool exception = __atomic_load_n(&g_py_exception.set, __ATOMIC_ACQUIRE) == 1 &&
+                   g_py_exception.tid == sys_gettid();
   c->py_exception = exception ? &g_py_exception : nullptr;
+  // The process goes on after an exception report: the other threads are
+  // not sent the stack request (it would cut their system calls short).
+  if (exception)
+    c->own_thread_only = "not interrupted: the process goes on after an exception report";
   capture_all(c, exception ? CaptureKind::kException : CaptureKind::kDump, w->signo, w->info,
               w->ucv);
   w->written = write_report(*c, /*announce=*/false);
