@@ -44,16 +44,16 @@ void* map_memfd_stack(size_t len, int flags) {
 
 }  // namespace
 
-void* map_stack(size_t len, int flags) {
+void* map_stack(size_t len, int flags, bool memfd) {
   size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   bool refused = __atomic_load_n(&g_names_refused, __ATOMIC_RELAXED);
-  void* p = refused ? map_memfd_stack(len, flags) : MAP_FAILED;
+  void* p = refused && memfd ? map_memfd_stack(len, flags) : MAP_FAILED;
   if (p == MAP_FAILED) {
     p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
     if (p == MAP_FAILED) return p;
     if (!refused && !name_mapping(p, len, "faultline stack")) {
       __atomic_store_n(&g_names_refused, 1, __ATOMIC_RELAXED);
-      void* named = map_memfd_stack(len, flags);
+      void* named = memfd ? map_memfd_stack(len, flags) : MAP_FAILED;
       if (named != MAP_FAILED) {
         munmap(p, len);
         p = named;
@@ -78,7 +78,7 @@ void install_altstack() {
   if (!g_altstack) {
     // One guard page below the stack catches an overflow of the handler itself.
     size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    void* p = map_stack(kAltStackBytes + page, MAP_STACK | MAP_NORESERVE);
+    void* p = map_stack(kAltStackBytes + page, MAP_STACK | MAP_NORESERVE, /*memfd=*/true);
     if (p == MAP_FAILED) return;
     g_altstack = static_cast<char*>(p) + page;
   }

@@ -17,7 +17,9 @@ void install_altstack();
 // [anon:faultline stack] where the kernel names anonymous mappings, else a
 // private mapping of a memfd named "faultline stack" (a program's crash
 // handler runs on it, and memory scanners run from one, such as redis's
-// memory test, skip the lines that say "stack"). MAP_FAILED if none.
-void* map_stack(size_t len, int flags);
+// memory test, skip the lines that say "stack"); `memfd` false: no memfd,
+// an unnamed mapping there (a thread's start must not make a descriptor).
+// MAP_FAILED if none.
+void* map_stack(size_t len, int flags, bool memfd);
 
 }  // namespace faultline::core

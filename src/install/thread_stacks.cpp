@@ -90,7 +90,10 @@ void ensure_thread_altstack() {
   }
   size_t page = static_cast<size_t>(getpagesize());
   size_t len = kThreadAltStack + page;
-  void* map = map_stack(len, MAP_STACK | MAP_NORESERVE);
+  // No memfd here, where the kernel cannot name the mapping: a descriptor
+  // made and closed at every thread's start could take the number another
+  // thread's close(); open() expects, and costs a file per thread.
+  void* map = map_stack(len, MAP_STACK | MAP_NORESERVE, /*memfd=*/false);
   if (map == MAP_FAILED) return;
   stack_t ss = {};
   ss.ss_sp = static_cast<char*>(map) + page;

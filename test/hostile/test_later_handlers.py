@@ -133,6 +133,30 @@ def test_faultline_mappings_are_named_where_the_kernel_allows():
     assert "[anon:faultline stack]" in r.stdout and "[anon:faultline arena]" in r.stdout, r.stdout
 
 
+def test_threads_start_without_a_descriptor_of_faultline_s(tmp_path):
+    # Where the kernel cannot name mappings, the main thread's alternate
+    # stack is a memfd's; a thread's must not be: a descriptor made and
+    # closed at every thread start could take the number another thread's
+    # close(); open() expects.
+    script = tmp_path / "threads.py"
+    script.write_text(
+        "import threading\n"
+        "go = threading.Event(); up = threading.Barrier(5)\n"
+        "def work():\n"
+        "    up.wait(); go.wait()\n"
+        "ts = [threading.Thread(target=work) for _ in range(4)]\n"
+        "[t.start() for t in ts]\n"
+        "up.wait()\n"
+        "maps = open('/proc/self/maps').read()\n"
+        "print(sum('memfd:faultline stack' in l for l in maps.splitlines()))\n"
+        "go.set(); [t.join() for t in ts]\n")
+    r = fltest.run(["/usr/bin/python3", str(script)])
+    assert r.returncode == 0, r.stderr
+    # The main thread's: two lines (its guard page and the stack). Four
+    # threads' more made ten.
+    assert int(r.stdout) <= 2, r.stdout
+
+
 def test_a_later_handler_that_recovers_gives_no_report():
     r = fltest.run([LATER, "recover", "2000"])
     assert r.returncode == 0 and r.stdout == "recovered 2000\n", r.stderr
