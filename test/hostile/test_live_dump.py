@@ -343,6 +343,21 @@ def in_syscall(pid, tid, nr):
         return f.read().split()[0] == str(nr)
 
 
+def dump_sending(pid, sig):
+    """A ptrace dump of pid during which pid is sent sig (pending when the
+    threads go on); the report's path."""
+    d = held_dump(pid)
+    held_at(d, "threads stopped")
+    os.kill(pid, sig)
+    wait_until(lambda: pending_mask(pid) & (1 << (sig - 1)))
+    release(d)
+    held_at(d, "threads let go")
+    release(d)
+    out, err = d.communicate(timeout=60)
+    assert d.returncode == 0, err
+    return out.strip()
+
+
 def test_a_sigterm_that_comes_during_a_dump_still_ends_the_epoll_loop(tmp_path):
     import signal
     # A service's main loop: epoll_wait(-1) until its SIGTERM handler sets a
@@ -352,16 +367,8 @@ def test_a_sigterm_that_comes_during_a_dump_still_ends_the_epoll_loop(tmp_path):
     p = start([DUMPWAIT, "term"], tmp_path, preload=False)
     try:
         wait_until(lambda: in_syscall(p.pid, p.pid, 232))  # epoll_wait
-        d = held_dump(p.pid)
-        held_at(d, "threads stopped")
-        os.kill(p.pid, signal.SIGTERM)
-        wait_until(lambda: pending_mask(p.pid) & (1 << (signal.SIGTERM - 1)))
-        release(d)
-        held_at(d, "threads let go")
-        release(d)
-        out, err = d.communicate(timeout=60)
-        assert d.returncode == 0, err
-        fltest.validate(json.load(open(out.strip())))
+        out = dump_sending(p.pid, signal.SIGTERM)
+        fltest.validate(json.load(open(out)))
         # Bounded wait, not a timing: without the fix the service never ends.
         assert p.wait(timeout=60) == 0, p.stderr.read()
         assert p.stdout.read().strip() == "stopped"
@@ -375,15 +382,7 @@ def test_an_ignored_signal_queued_during_a_dump_disturbs_no_wait(tmp_path):
     # traced: when they go on it is dropped, and every call is made again.
     p = start([DUMPWAIT], tmp_path, preload=False)
     try:
-        d = held_dump(p.pid)
-        held_at(d, "threads stopped")
-        os.kill(p.pid, signal.SIGCHLD)
-        wait_until(lambda: pending_mask(p.pid) & (1 << (signal.SIGCHLD - 1)))
-        release(d)
-        held_at(d, "threads let go")
-        release(d)
-        out, err = d.communicate(timeout=60)
-        assert d.returncode == 0, err
+        dump_sending(p.pid, signal.SIGCHLD)
         # Every thread is back in its call (one that had failed would have
         # ended the process).
         r = fltest.cli("dump", "--print-path", "--method", "ptrace", str(p.pid), timeout=60)
