@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -364,6 +365,23 @@ json thread_json(pid_t pid, const NativeStack& st, const core::PythonCapture& py
   return t;
 }
 
+// For tests only: with FAULTLINE_TEST_DUMP_HOLD=1 in its environment the
+// dump says on stderr where it is ("faultline-test: threads stopped", then
+// "threads let go") and waits there for a line on stdin, so that a test acts
+// on the target at a moment it knows, without timing.
+void test_hold(const char* where) {
+  static const bool hold = [] {
+    const char* v = std::getenv("FAULTLINE_TEST_DUMP_HOLD");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  if (!hold) return;
+  std::fprintf(stderr, "faultline-test: %s\n", where);
+  std::fflush(stderr);
+  char c = 0;
+  while (::read(0, &c, 1) == 1 && c != '\n') {
+  }
+}
+
 }  // namespace
 
 int ptrace_capture(pid_t pid, json* report, std::string* why) {
@@ -371,6 +389,7 @@ int ptrace_capture(pid_t pid, json* report, std::string* why) {
   ThreadStopper stopper(pid);
   int err = stopper.stop_all(why);
   if (err) return err;
+  test_hold("threads stopped");
   int64_t sec = 0;
   std::string when = utc_now(&sec);
   std::vector<RemoteModule> mods = read_modules(pid);
@@ -389,7 +408,9 @@ int ptrace_capture(pid_t pid, json* report, std::string* why) {
     } else if (t.tid > 0 && ::kill(t.tid, 0) == 0) {
       NativeStack st;  // still there, but never stopped (an uninterruptible wait)
       st.tid = t.tid;
-      st.note = "did not stop for the dump (an uninterruptible wait in the kernel)";
+      st.note =
+          "did not stop for the dump within 1 s (in vfork, or an uninterruptible wait in the "
+          "kernel)";
       stacks.push_back(std::move(st));
     }
   }
@@ -413,6 +434,7 @@ int ptrace_capture(pid_t pid, json* report, std::string* why) {
   }
   // Everything is read: the threads go on. What follows reads only files.
   stopper.detach_all();
+  test_hold("threads let go");
   auto capture_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - started)
                         .count();

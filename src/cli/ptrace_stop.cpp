@@ -75,11 +75,21 @@ std::vector<pid_t> list_tasks(pid_t pid) {
   return out;
 }
 
-// A thread that does not stop within this time (uninterruptible sleep: a
-// hung file system) is left out of the dump.
-constexpr int kStopWaitSeconds = 5;
+// The time the threads attached in one round have, together, to stop: one
+// that has not stopped by then (a thread in vfork, an uninterruptible sleep
+// on a hung file system) is left out of the dump. One deadline for all, so
+// that several such threads do not hold the others stopped one after
+// another.
+constexpr int kStopWaitMs = 1000;
+// After the deadline the timer fires again this often, so that a waitpid
+// entered just after it fired is still ended.
+constexpr int kStopRepeatMs = 10;
 
-void on_alarm(int) {}
+volatile sig_atomic_t g_expired = 0;
+
+void on_alarm(int) {
+  g_expired = 1;
+}
 
 // Whether thread tid of pid is gone or on its way out (a zombie, or dead):
 // the kernel refuses to attach to an exiting thread with EPERM, which is
@@ -93,38 +103,28 @@ bool exiting(pid_t pid, pid_t tid) {
   return state == 'Z' || state == 'X' || state == 'x';
 }
 
-// Whether thread tid of pid has a signal pending that it does not block
-// (then an EINTR it got may be that signal's, and stays).
-bool signal_waiting(pid_t pid, pid_t tid) {
-  std::ifstream in(fmt::format("/proc/{}/task/{}/status", pid, tid));
-  std::string line;
-  unsigned long long pending = 0, blocked = 0;
-  while (std::getline(in, line)) {
-    const char* v = line.c_str() + line.find(':') + 1;
-    if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0)
-      pending |= std::strtoull(v, nullptr, 16);
-    else if (line.rfind("SigBlk:", 0) == 0)
-      blocked = std::strtoull(v, nullptr, 16);
-  }
-  return (pending & ~blocked) != 0;
-}
-
-// Linux makes a few waits fail with EINTR when their thread is stopped and
-// goes on, with no signal at all (signal(7): epoll_wait, semop/semtimedop,
+// Linux makes a few waits fail with EINTR directly when their thread is
+// stopped, with no signal at all (signal(7): epoll_wait, semop/semtimedop,
 // sigtimedwait, a socket's recv/send/accept under SO_RCVTIMEO/SO_SNDTIMEO),
 // and a ptrace stop is such a stop. Where the thread stopped at the return
-// of one of these with EINTR and no signal is waiting for it, the call is
-// made again, as the kernel restarts the other calls a stop interrupts: its
-// ip back on the `syscall` instruction, the call's number where its result
-// was (its arguments are still in their registers). A call with a timeout
-// starts it again.
-void restart_stop_eintr(pid_t pid, pid_t tid) {
+// of one of these with EINTR, its result becomes -ERESTARTNOHAND, which lets
+// the kernel decide when the thread goes on, as for the calls it restarts
+// itself: a signal with a handler (one that came while the thread was held
+// included) ends the call with EINTR, as it would have without the dump (each
+// of these fails with EINTR on a handled signal, SA_RESTART or not); no
+// signal, or an ignored one (queued only because the thread is traced),
+// makes the call again (one with a timeout starts it again). Only these
+// calls: another that fails with EINTR may have done its work (close).
+void restart_stop_eintr(pid_t tid) {
 #if defined(__x86_64__)
+  constexpr long long kErestartNohand = 514;  // the kernel's, not in the uapi headers
   user_regs_struct r{};
   struct iovec io = {&r, sizeof r};
   // A 32-bit process's registers are smaller: not this layout.
   if (ptrace(PTRACE_GETREGSET, tid, NT_PRSTATUS, &io) != 0 || io.iov_len != sizeof r) return;
   if (static_cast<long long>(r.rax) != -EINTR) return;
+  // orig_rax: the call the thread is in (-1: none, e.g. after a signal
+  // handler's return restored an old EINTR).
   switch (static_cast<long long>(r.orig_rax)) {
     case 232:  // epoll_wait
     case 281:  // epoll_pwait
@@ -142,18 +142,41 @@ void restart_stop_eintr(pid_t pid, pid_t tid) {
     default:
       return;
   }
-  if (signal_waiting(pid, tid)) return;
-  // Only over a `syscall` instruction (0f 05) right before ip.
-  errno = 0;
-  long word = ptrace(PTRACE_PEEKTEXT, tid, r.rip - 2, 0);
-  if (errno != 0 || (word & 0xffff) != 0x050f) return;
-  r.rax = r.orig_rax;
-  r.rip -= 2;
+  r.rax = static_cast<unsigned long long>(-kErestartNohand);
   ptrace(PTRACE_SETREGSET, tid, NT_PRSTATUS, &io);
 #else
-  (void)pid;
   (void)tid;
 #endif
+}
+
+// Takes a stop that waitpid reported for thread t (status st).
+void take_stop(StoppedThread* t, int st) {
+  // PTRACE_EVENT_STOP: our interrupt (or a group stop). Otherwise the thread
+  // stopped on its way to take a signal: it takes it when we let it go.
+  if ((st >> 16) != PTRACE_EVENT_STOP)
+    t->pending_signal = WSTOPSIG(st);
+  else
+    restart_stop_eintr(t->tid);
+  t->stopped = true;
+}
+
+// Arms (ms > 0) or disarms (0) the stop deadline.
+void arm_deadline(int ms, struct sigaction* old) {
+  struct itimerval timer {};
+  if (ms > 0) {
+    g_expired = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_alarm;  // no SA_RESTART: ends a waitpid with EINTR
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, old);
+    timer.it_value.tv_sec = ms / 1000;
+    timer.it_value.tv_usec = (ms % 1000) * 1000;
+    timer.it_interval.tv_usec = kStopRepeatMs * 1000;
+    setitimer(ITIMER_REAL, &timer, nullptr);
+  } else {
+    setitimer(ITIMER_REAL, &timer, nullptr);
+    sigaction(SIGALRM, old, nullptr);
+  }
 }
 
 }  // namespace
@@ -166,39 +189,22 @@ void ThreadStopper::install_exit_handlers() {
 }
 
 bool ThreadStopper::wait_stop(StoppedThread* t) {
-  // Blocks in waitpid (no polling: a stop is seen as soon as it happens),
-  // bounded by a timer whose SIGALRM (caught without SA_RESTART) ends the
-  // wait with EINTR.
-  struct sigaction sa {
-  }, old{};
-  sa.sa_handler = on_alarm;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGALRM, &sa, &old);
-  struct itimerval timer {};
-  timer.it_value.tv_sec = kStopWaitSeconds;
-  setitimer(ITIMER_REAL, &timer, nullptr);
-  bool stopped = false;
+  // Blocks in waitpid (no polling: a stop is seen as soon as it happens)
+  // until the deadline; after it, only looks.
   for (;;) {
     int st = 0;
-    pid_t r = waitpid(t->tid, &st, __WALL);
-    if (r < 0) break;  // EINTR: the timer (stuck); ECHILD: gone, or no longer ours
-    if (WIFEXITED(st) || WIFSIGNALED(st)) break;
+    pid_t r = waitpid(t->tid, &st, __WALL | (g_expired ? WNOHANG : 0));
+    if (r == 0) return false;  // past the deadline and not stopped (stuck)
+    if (r < 0) {
+      if (errno == EINTR) continue;  // the deadline: one more look
+      return false;                  // ECHILD: gone, or no longer ours
+    }
+    if (WIFEXITED(st) || WIFSIGNALED(st)) return false;
     if (WIFSTOPPED(st)) {
-      // PTRACE_EVENT_STOP: our interrupt (or a group stop). Otherwise the
-      // thread stopped on its way to take a signal: it takes it when we
-      // let it go.
-      if ((st >> 16) != PTRACE_EVENT_STOP)
-        t->pending_signal = WSTOPSIG(st);
-      else
-        restart_stop_eintr(pid_, t->tid);
-      t->stopped = stopped = true;
-      break;
+      take_stop(t, st);
+      return true;
     }
   }
-  timer = {};
-  setitimer(ITIMER_REAL, &timer, nullptr);
-  sigaction(SIGALRM, &old, nullptr);
-  return stopped;
 }
 
 int ThreadStopper::stop_all(std::string* why) {
@@ -227,15 +233,16 @@ int ThreadStopper::stop_all(std::string* why) {
       if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0) threads_.back().tid = -tid;  // exiting
     }
     if (threads_.size() == first_new) break;
+    // One deadline for the round's threads together (a stuck thread is new
+    // in one round only).
+    struct sigaction old_alarm {};
+    arm_deadline(kStopWaitMs, &old_alarm);
     for (size_t i = first_new; i < threads_.size(); ++i) {
-      StoppedThread& t = threads_[i];
-      if (t.tid < 0) continue;
-      if (!wait_stop(&t) && !t.stopped) {
-        // Exited (the kernel detached it) or stuck: not in a stop, so a
-        // detach would fail; the kernel lets it go when we exit.
-        forget(t.tid);
-      }
+      // Not stopped: exited (the kernel detached it) or stuck; detach_all
+      // looks at it once more.
+      if (threads_[i].tid > 0) wait_stop(&threads_[i]);
     }
+    arm_deadline(0, &old_alarm);
   }
   for (StoppedThread& t : threads_) t.tid = t.tid < 0 ? -t.tid : t.tid;
   for (const StoppedThread& t : threads_)
@@ -247,6 +254,12 @@ int ThreadStopper::stop_all(std::string* why) {
 
 void ThreadStopper::detach_all() {
   for (StoppedThread& t : threads_) {
+    int st = 0;
+    // A thread that stopped after the deadline (its vfork child exited) is
+    // let go too; one still stuck stays attached, with our interrupt pending,
+    // until this process exits (the kernel then lets it go).
+    if (!t.stopped && t.tid > 0 && waitpid(t.tid, &st, __WALL | WNOHANG) == t.tid && WIFSTOPPED(st))
+      take_stop(&t, st);
     if (t.stopped) {
       // ESRCH: it died meanwhile (the whole process was killed).
       ptrace(PTRACE_DETACH, t.tid, 0, t.pending_signal);

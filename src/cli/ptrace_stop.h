@@ -6,6 +6,10 @@
 // restarted when the thread goes on, as if it had never stopped. A signal
 // handler, by contrast, makes poll, epoll_wait and nanosleep fail with EINTR.
 //
+// A thread that does not stop (in vfork, an uninterruptible wait) is left
+// out after one deadline shared by all the threads attached in a round (1 s),
+// and let go at detach_all if it has stopped by then.
+//
 // Never crashes on a hostile or exiting target: a thread that exits while it
 // is attached is dropped (ESRCH), threads born meanwhile are attached in a
 // later round, until a round finds no new one (then no thread is left running

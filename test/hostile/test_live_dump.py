@@ -272,18 +272,19 @@ def wait_until(cond):
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_a_dump_ended_by_a_signal_lets_every_thread_go(tmp_path, sig):
     import signal
-    # The vforker's wait cannot be interrupted: the dump waits for its stop
-    # while the other threads are stopped, and is ended right then.
+    # The vforker's wait cannot be interrupted: it stays attached, with the
+    # dump's interrupt pending, while the other threads are stopped, and the
+    # dump is ended right then (held there: FAULTLINE_TEST_DUMP_HOLD).
     p = start([DUMPWAIT, "vfork"], tmp_path, preload=False)
     children = f"/proc/{p.pid}/task"
     try:
         tids = sorted(int(t) for t in os.listdir(children))
         wait_until(lambda: any(open(f"{children}/{t}/children").read().strip() for t in tids))
         vforker = [t for t in tids if open(f"{children}/{t}/comm").read().strip() == "vforker"]
-        d = subprocess.Popen([fltest.CLI, "dump", "--method", "ptrace", str(p.pid)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        d = held_dump(p.pid)
+        held_at(d, "threads stopped")
         others = [t for t in tids if t not in vforker]
-        wait_until(lambda: all(task_state(p.pid, t) == "t" for t in others))
+        assert all(task_state(p.pid, t) == "t" for t in others)
         assert all(task_field(p.pid, t, "TracerPid") == str(d.pid) for t in tids)
         d.send_signal(getattr(signal, sig))
         assert d.wait(timeout=60) == -getattr(signal, sig), d.stderr.read()
@@ -301,5 +302,149 @@ def test_a_dump_ended_by_a_signal_lets_every_thread_go(tmp_path, sig):
     finally:
         for t in os.listdir(children) if p.poll() is None else []:
             for c in open(f"{children}/{t}/children").read().split():
+                os.kill(int(c), 9)
+        stop(p)
+
+
+def held_dump(pid):
+    """A ptrace dump of pid that waits at each of its test hold points
+    (FAULTLINE_TEST_DUMP_HOLD) for a line from the test."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
+    e["FAULTLINE_TEST_DUMP_HOLD"] = "1"
+    return subprocess.Popen([fltest.CLI, "dump", "--print-path", "--method", "ptrace", str(pid)],
+                            env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def held_at(d, where):
+    seen = []
+    for line in d.stderr:  # bounded by the test's timeout
+        if line.strip() == f"faultline-test: {where}":
+            return
+        seen.append(line)
+    raise AssertionError(f"dump ended before '{where}': {seen} rc={d.wait()}")
+
+
+def release(d):
+    d.stdin.write("\n")
+    d.stdin.flush()
+
+
+def pending_mask(pid, field="ShdPnd"):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1], 16)
+    return 0
+
+
+def in_syscall(pid, tid, nr):
+    with open(f"/proc/{pid}/task/{tid}/syscall") as f:
+        return f.read().split()[0] == str(nr)
+
+
+def dump_sending(pid, sig):
+    """A ptrace dump of pid during which pid is sent sig (pending when the
+    threads go on); the report's path."""
+    d = held_dump(pid)
+    held_at(d, "threads stopped")
+    os.kill(pid, sig)
+    wait_until(lambda: pending_mask(pid) & (1 << (sig - 1)))
+    release(d)
+    held_at(d, "threads let go")
+    release(d)
+    out, err = d.communicate(timeout=60)
+    assert d.returncode == 0, err
+    return out.strip()
+
+
+def test_a_sigterm_that_comes_during_a_dump_still_ends_the_epoll_loop(tmp_path):
+    import signal
+    # A service's main loop: epoll_wait(-1) until its SIGTERM handler sets a
+    # flag. A SIGTERM that comes while the dump holds the thread must end the
+    # wait with EINTR as it would without the dump; a dump that makes the call
+    # again instead leaves the service running forever.
+    p = start([DUMPWAIT, "term"], tmp_path, preload=False)
+    try:
+        wait_until(lambda: in_syscall(p.pid, p.pid, 232))  # epoll_wait
+        out = dump_sending(p.pid, signal.SIGTERM)
+        fltest.validate(json.load(open(out)))
+        # Bounded wait, not a timing: without the fix the service never ends.
+        assert p.wait(timeout=60) == 0, p.stderr.read()
+        assert p.stdout.read().strip() == "stopped"
+    finally:
+        stop(p)
+
+
+def test_an_ignored_signal_queued_during_a_dump_disturbs_no_wait(tmp_path):
+    import signal
+    # SIGCHLD at its default action is queued only because the threads are
+    # traced: when they go on it is dropped, and every call is made again.
+    p = start([DUMPWAIT], tmp_path, preload=False)
+    try:
+        dump_sending(p.pid, signal.SIGCHLD)
+        # Every thread is back in its call (one that had failed would have
+        # ended the process).
+        r = fltest.cli("dump", "--print-path", "--method", "ptrace", str(p.pid), timeout=60)
+        assert r.returncode == 0, r.stderr
+        check_dump(r.stdout.strip(), p.pid)
+        assert p.poll() is None, p.stderr.read()
+    finally:
+        stop(p)
+
+
+def test_threads_in_vfork_are_left_out_together_and_all_let_go(tmp_path):
+    import signal
+    # Three threads wait for vfork children no ptrace stop can interrupt: the
+    # dump gives up on them after one deadline for all (not one each, which
+    # held the other threads stopped 5 s per such thread), lists them, and
+    # lets every thread go, one whose vfork ended during the dump included.
+    p = start([DUMPWAIT, "vfork", "3"], tmp_path, preload=False)
+    tasks = f"/proc/{p.pid}/task"
+    try:
+        tids = sorted(int(t) for t in os.listdir(tasks))
+        vforkers = [t for t in tids if open(f"{tasks}/{t}/comm").read().strip() == "vforker"]
+        assert len(vforkers) == 3
+        kids = {}
+        wait_until(lambda: all(open(f"{tasks}/{t}/children").read().strip() for t in vforkers))
+        for t in vforkers:
+            kids[t] = int(open(f"{tasks}/{t}/children").read().split()[0])
+        d = held_dump(p.pid)
+        held_at(d, "threads stopped")
+        # One vfork ends while the dump holds the others: its thread comes
+        # to our interrupt's stop after the deadline.
+        late = vforkers[0]
+        os.kill(kids.pop(late), signal.SIGKILL)
+        wait_until(lambda: task_state(p.pid, late) == "t")
+        release(d)
+        held_at(d, "threads let go")
+        # Let go with the others, not left stopped until the dump exits.
+        assert task_field(p.pid, late, "TracerPid") == "0"
+        wait_until(lambda: task_state(p.pid, late) != "t")
+        release(d)
+        out, err = d.communicate(timeout=60)
+        assert d.returncode == 0, err
+        rep = fltest.validate(json.load(open(out.strip())))
+        left_out = [t for t in rep["threads"] if t.get("captured") is False]
+        assert sorted(t["tid"] for t in left_out) == sorted(vforkers), left_out
+        assert all("did not stop" in t["note"] and "vfork" in t["note"] for t in left_out)
+        assert all(t.get("captured") is not False for t in rep["threads"]
+                   if t["tid"] not in vforkers)
+        # Every thread untraced, none in a ptrace stop, the job running.
+        assert all(task_field(p.pid, t, "TracerPid") == "0" for t in tids)
+        wait_until(lambda: all(task_state(p.pid, t) != "t" for t in tids))
+        assert p.poll() is None, p.stderr.read()
+        for k in kids.values():
+            os.kill(k, signal.SIGKILL)
+        # Out of vfork, each vforker waits in pause() (34).
+        wait_until(lambda: all(in_syscall(p.pid, t, 34) for t in vforkers))
+        r = fltest.cli("dump", "--print-path", "--method", "ptrace", str(p.pid), timeout=60)
+        assert r.returncode == 0, r.stderr
+        rep = fltest.validate(json.load(open(r.stdout.strip())))
+        assert all(t.get("captured") is not False for t in rep["threads"]), rep["threads"]
+        assert p.poll() is None, p.stderr.read()
+    finally:
+        for t in os.listdir(tasks) if p.poll() is None else []:
+            for c in open(f"{tasks}/{t}/children").read().split():
                 os.kill(int(c), 9)
         stop(p)

@@ -1,11 +1,14 @@
 /* A healthy job that a live dump must leave undisturbed: threads wait in
  * poll(), nanosleep(), epoll_wait() and sigwait(), and each one exits
  * non-zero if its call ever fails (EINTR) or returns before its time.
- *   dumpwait [vfork]
+ *   dumpwait [vfork [N]]
+ *   dumpwait term
  * Prints "ready" once every thread is about to wait, then runs until killed
  * (SIGKILL) or until a thread sees its call disturbed (exit 2..5). With
- * "vfork", one more thread waits for a vfork child that sleeps 60 s: a
- * wait no ptrace stop can interrupt. */
+ * "vfork", N more threads (1 by default) each wait for a vfork child that
+ * sleeps an hour: a wait no ptrace stop can interrupt.
+ * With "term", one thread only, as a service's main loop: epoll_wait(-1)
+ * until a SIGTERM handler sets the stop flag, then "stopped" and exit 0. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -91,7 +94,7 @@ static void* vforker(void* arg) {
   pthread_barrier_wait(&g_ready);
   pid_t child = vfork();
   if (child == 0) {
-    struct timespec ts = {60, 0};
+    struct timespec ts = {3600, 0};
     nanosleep(&ts, NULL);
     _exit(0);
   }
@@ -99,16 +102,40 @@ static void* vforker(void* arg) {
   return NULL;
 }
 
+static volatile sig_atomic_t g_stop = 0;
+
+static void on_term(int sig) {
+  (void)sig;
+  g_stop = 1;
+}
+
+static int serve_until_term(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_term;
+  sigaction(SIGTERM, &sa, NULL);
+  int ep = epoll_create1(0);
+  struct epoll_event ev = {EPOLLIN, {0}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, g_pipe[0], &ev);
+  printf("ready\n");
+  fflush(stdout);
+  while (!g_stop) epoll_wait(ep, &ev, 1, -1);
+  printf("stopped\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  int with_vfork = argc > 1 && strcmp(argv[1], "vfork") == 0;
+  if (pipe(g_pipe) != 0) return 1;
+  if (argc > 1 && strcmp(argv[1], "term") == 0) return serve_until_term();
+  int with_vfork = argc > 1 && strcmp(argv[1], "vfork") == 0 ? (argc > 2 ? atoi(argv[2]) : 1) : 0;
+  if (with_vfork < 0 || with_vfork > 8) return 1;
   static sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGUSR1);
   /* Blocked in every thread (inherited): only sigwait collects SIGUSR1. */
   pthread_sigmask(SIG_BLOCK, &set, NULL);
-  if (pipe(g_pipe) != 0) return 1;
-  pthread_barrier_init(&g_ready, NULL, with_vfork ? 6 : 5);
-  pthread_t t[5];
+  pthread_barrier_init(&g_ready, NULL, 5 + with_vfork);
+  pthread_t t[4 + 8];
   pthread_create(&t[0], NULL, poller, NULL);
   pthread_create(&t[1], NULL, sleeper, NULL);
   pthread_create(&t[2], NULL, epoller, NULL);
@@ -117,9 +144,9 @@ int main(int argc, char** argv) {
   pthread_setname_np(t[1], "sleeper");
   pthread_setname_np(t[2], "epoller");
   pthread_setname_np(t[3], "sigwaiter");
-  if (with_vfork) {
-    pthread_create(&t[4], NULL, vforker, NULL);
-    pthread_setname_np(t[4], "vforker");
+  for (int i = 0; i < with_vfork; ++i) {
+    pthread_create(&t[4 + i], NULL, vforker, NULL);
+    pthread_setname_np(t[4 + i], "vforker");
   }
   pthread_barrier_wait(&g_ready);
   printf("ready\n");
