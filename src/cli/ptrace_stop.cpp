@@ -151,12 +151,15 @@ void restart_stop_eintr(pid_t tid) {
 
 // Takes a stop that waitpid reported for thread t (status st).
 void take_stop(StoppedThread* t, int st) {
-  // PTRACE_EVENT_STOP: our interrupt (or a group stop). Otherwise the thread
-  // stopped on its way to take a signal: it takes it when we let it go.
-  if ((st >> 16) != PTRACE_EVENT_STOP)
+  // PTRACE_EVENT_STOP: our interrupt (SIGTRAP) or a group stop (the stop
+  // signal: the job was stopped, and an EINTR there is the stop's, which
+  // Linux gives after SIGCONT without us). Otherwise the thread stopped on
+  // its way to take a signal: it takes it when we let it go.
+  if ((st >> 16) != PTRACE_EVENT_STOP) {
     t->pending_signal = WSTOPSIG(st);
-  else
+  } else if (WSTOPSIG(st) == SIGTRAP) {
     restart_stop_eintr(t->tid);
+  }
   t->stopped = true;
 }
 

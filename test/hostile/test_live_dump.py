@@ -376,6 +376,28 @@ def test_a_sigterm_that_comes_during_a_dump_still_ends_the_epoll_loop(tmp_path):
         stop(p)
 
 
+@pytest.mark.parametrize("dump", [False, True], ids=["alone", "dumped-while-stopped"])
+def test_a_job_stopped_and_continued_sees_the_eintr_linux_gives_it(tmp_path, dump):
+    import signal
+    # Linux ends epoll_wait with EINTR after SIGSTOP and SIGCONT, with no
+    # handler (signal(7)). A dump of the stopped job finds the thread in that
+    # group stop: its EINTR is the stop's, not the dump's, and stays.
+    p = start([DUMPWAIT, "stopcont"], tmp_path, preload=False)
+    try:
+        wait_until(lambda: in_syscall(p.pid, p.pid, 232))  # epoll_wait
+        os.kill(p.pid, signal.SIGSTOP)
+        wait_until(lambda: task_state(p.pid, p.pid) == "T")
+        if dump:
+            r = fltest.cli("dump", "--print-path", "--method", "ptrace", str(p.pid), timeout=60)
+            assert r.returncode == 0, r.stderr
+        os.kill(p.pid, signal.SIGCONT)
+        # Bounded wait, not a timing: a restarted call never ends.
+        assert p.wait(timeout=60) == 0, p.stderr.read()
+        assert p.stdout.read().strip() == "eintr"
+    finally:
+        stop(p)
+
+
 def test_an_ignored_signal_queued_during_a_dump_disturbs_no_wait(tmp_path):
     import signal
     # SIGCHLD at its default action is queued only because the threads are

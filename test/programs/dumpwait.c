@@ -8,7 +8,10 @@
  * "vfork", N more threads (1 by default) each wait for a vfork child that
  * sleeps an hour: a wait no ptrace stop can interrupt.
  * With "term", one thread only, as a service's main loop: epoll_wait(-1)
- * until a SIGTERM handler sets the stop flag, then "stopped" and exit 0. */
+ * until a SIGTERM handler sets the stop flag, then "stopped" and exit 0.
+ *   dumpwait stopcont
+ * One thread in epoll_wait(-1) with no handler: Linux ends it with EINTR
+ * after a stop (SIGSTOP) and SIGCONT; then "eintr" and exit 0. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -124,8 +127,22 @@ static int serve_until_term(void) {
   return 0;
 }
 
+static int wait_through_stop(void) {
+  int ep = epoll_create1(0);
+  struct epoll_event ev = {EPOLLIN, {0}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, g_pipe[0], &ev);
+  printf("ready\n");
+  fflush(stdout);
+  for (;;) {
+    if (epoll_wait(ep, &ev, 1, -1) < 0 && errno == EINTR) break;
+  }
+  printf("eintr\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (pipe(g_pipe) != 0) return 1;
+  if (argc > 1 && strcmp(argv[1], "stopcont") == 0) return wait_through_stop();
   if (argc > 1 && strcmp(argv[1], "term") == 0) return serve_until_term();
   int with_vfork = argc > 1 && strcmp(argv[1], "vfork") == 0 ? (argc > 2 ? atoi(argv[2]) : 1) : 0;
   if (with_vfork < 0 || with_vfork > 8) return 1;
