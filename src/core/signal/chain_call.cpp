@@ -18,6 +18,7 @@
 // the report.
 #include "core/signal/chain_call.h"
 
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <ucontext.h>
@@ -381,8 +382,20 @@ namespace {
 bool inside_call(const ThreadState* st, uintptr_t below) {
   uintptr_t at = __atomic_load_n(&st->call.sp, __ATOMIC_ACQUIRE);
   uint64_t cookie = 0;
-  return at != 0 && below != 0 && below < at && at - below < (uintptr_t{8} << 20) &&
-         safe_read_obj(&cookie, at) && cookie == st->call.cookie;
+  if (at == 0 || below == 0 || below >= at || at - below >= (uintptr_t{8} << 20)) return false;
+  // A call made on the alternate stack: a signal from inside it finds the
+  // thread on that stack still (the kernel does not switch again). One from
+  // the thread's own stack came after a jump out of it, however close the
+  // two stacks lie in memory (a thread's stack and its alternate stack are
+  // often neighbours), with the stale record's cookie still in place.
+  stack_t ss;
+  if (sigaltstack(nullptr, &ss) == 0 && !(ss.ss_flags & SS_DISABLE)) {
+    uintptr_t lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
+    bool at_on_alt = at >= lo && at - lo < ss.ss_size;
+    bool below_on_alt = below >= lo && below - lo < ss.ss_size;
+    if (at_on_alt && !below_on_alt) return false;
+  }
+  return safe_read_obj(&cookie, at) && cookie == st->call.cookie;
 }
 
 }  // namespace
