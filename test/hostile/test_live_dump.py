@@ -38,6 +38,15 @@ def stop(p):
     p.wait(timeout=30)
 
 
+def stop_with_vfork_children(p):
+    """stop(p), after killing the vfork children its threads wait for."""
+    tasks = f"/proc/{p.pid}/task"
+    for t in os.listdir(tasks) if p.poll() is None else []:
+        for c in open(f"{tasks}/{t}/children").read().split():
+            os.kill(int(c), 9)
+    stop(p)
+
+
 def symbols_by_thread(rep):
     return {t.get("name"): fltest.native_symbols(t) for t in rep["threads"]}
 
@@ -304,10 +313,7 @@ def test_a_dump_ended_by_a_signal_lets_every_thread_go(tmp_path, sig):
         assert stuck["captured"] is False and "did not stop" in stuck["note"], stuck
         assert p.poll() is None, p.stderr.read()
     finally:
-        for t in os.listdir(children) if p.poll() is None else []:
-            for c in open(f"{children}/{t}/children").read().split():
-                os.kill(int(c), 9)
-        stop(p)
+        stop_with_vfork_children(p)
 
 
 def held_dump(pid):
@@ -470,7 +476,4 @@ def test_threads_in_vfork_are_left_out_together_and_all_let_go(tmp_path):
         assert all(t.get("captured") is not False for t in rep["threads"]), rep["threads"]
         assert p.poll() is None, p.stderr.read()
     finally:
-        for t in os.listdir(tasks) if p.poll() is None else []:
-            for c in open(f"{tasks}/{t}/children").read().split():
-                os.kill(int(c), 9)
-        stop(p)
+        stop_with_vfork_children(p)
