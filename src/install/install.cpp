@@ -50,6 +50,7 @@
 #include "install/main_altstack.h"
 #include "install/module_snapshot_refresh.h"
 #include "install/options.h"
+#include "install/seccomp_filter.h"
 #include "install/sigaction_hook.h"
 #include "install/terminate.h"
 #include "install/thread_stacks.h"
@@ -326,6 +327,8 @@ extern "C" int faultline_install(const faultline_options* caller) {
   // The caller's struct in this library's layout (install/options.h).
   faultline_options own;
   if (int rc = faultline::install::options_from_caller(caller, &own); rc != 0) return rc;
+  // A seccomp filter that kills a call of the crash path (seccomp_filter.h).
+  if (faultline::install::seccomp_stood_down()) return -EPERM;
   const faultline_options* opts = &own;
   resolve_real_sigaction();  // before any handler is installed
   Config* cfg = &g_crash.config;

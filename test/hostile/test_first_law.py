@@ -186,3 +186,50 @@ def test_a_hung_crash_callback_beside_a_sigwait_thread_ends_within_the_watchdog(
     assert r.returncode == -signal.SIGSEGV, (r.returncode, r.stdout, r.stderr)
     assert "shutting down" not in r.stdout
     assert "faultline: watchdog:" in r.stderr, r.stderr
+
+
+# A program that sets a seccomp filter making one system call fatal, then
+# crashes (test/programs/seccompfatal.c). Without faultline it dies by
+# SIGSEGV. A crash handler that makes the forbidden call would end it by
+# SIGSYS, by SIGKILL (strict mode), or, where the filter kills only the
+# calling thread, not at all: the crashing thread vanished and the program
+# exited 0 with no report. faultline reads the filter before it goes in and
+# steps aside; a filter that leaves its calls alone, or only refuses them
+# with an error, keeps the report.
+SECCOMPFATAL = fltest.program("seccompfatal")
+STEPS_ASIDE = [
+    ["seccomp", "kill_process", "openat"],
+    ["prctl", "trap", "process_vm_readv"],
+    ["prctl", "kill_thread", "openat", "thread"],
+    ["seccomp", "kill_thread", "uname", "thread"],
+    ["seccomp", "kill_process", "tgkill", "thread"],
+    ["strict"],
+]
+
+
+@pytest.mark.parametrize("args", STEPS_ASIDE, ids=["-".join(a) for a in STEPS_ASIDE])
+def test_a_seccomp_filter_fatal_to_the_crash_path_leaves_the_crash_its_own_fate(args):
+    without = fltest.run([SECCOMPFATAL, *args], preload=False)
+    assert without.returncode == -signal.SIGSEGV, without.stderr
+    r = fltest.run([SECCOMPFATAL, *args])
+    assert r.returncode == -signal.SIGSEGV, (r.returncode, r.stderr)
+    assert r.reports == []
+    err = r.stderr
+    assert "faultline: seccomp makes system calls faultline needs fatal" in err, err
+    assert ("strict mode" if args == ["strict"] else args[2]) in err, err
+
+
+KEEPS_REPORTING = [
+    ["seccomp", "errno", "process_vm_readv"],
+    ["prctl", "kill_process", "mknodat"],
+]
+
+
+@pytest.mark.parametrize("args", KEEPS_REPORTING, ids=["-".join(a) for a in KEEPS_REPORTING])
+def test_a_seccomp_filter_that_spares_the_crash_path_keeps_the_report(args):
+    r = fltest.run([SECCOMPFATAL, *args])
+    assert r.returncode == -signal.SIGSEGV, (r.returncode, r.stderr)
+    assert len(r.reports) == 1, r.stderr
+    rep = fltest.validate(r.reports[0])
+    assert "crash_now" in fltest.native_symbols(fltest.crashed_thread(rep))
+    assert "seccomp makes" not in r.stderr

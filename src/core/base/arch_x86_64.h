@@ -113,4 +113,22 @@ inline int uc_registers(const ucontext_t& uc, ArchReg* out) {
   return kArchRegMax;
 }
 
+// The audit architecture a seccomp filter sees in seccomp_data.arch.
+constexpr uint32_t kArchAudit = 0xC000003Eu;
+
+// One system call, straight to the kernel: the result or -errno, as the
+// kernel returns it (the `syscall()` and `prctl()` interposers forward
+// with it; libc's own are the ones they replace).
+inline long arch_syscall6(long n, long a, long b, long c, long d, long e, long f) {
+  register long r10 __asm__("r10") = d;
+  register long r8 __asm__("r8") = e;
+  register long r9 __asm__("r9") = f;
+  long ret;
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                   : "rcx", "r11", "memory");
+  return ret;
+}
+
 }  // namespace faultline::core

@@ -1,0 +1,86 @@
+// A program that sets a seccomp filter making one system call fatal (or
+// strict mode), then crashes. Without faultline it dies by SIGSEGV; with
+// it, it must too. Usage:
+//   seccompfatal prctl|seccomp kill_process|kill_thread|trap|errno CALL [thread]
+//   seccompfatal strict
+// CALL names a system call (see kCalls); "thread": the crash happens in a
+// second thread while the main thread waits in pthread_join.
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#define ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define ARCH AUDIT_ARCH_AARCH64
+#endif
+
+static const struct {
+  const char* name;
+  long nr;
+} kCalls[] = {
+    {"openat", SYS_openat},   {"tgkill", SYS_tgkill},       {"rt_sigaction", SYS_rt_sigaction},
+    {"uname", SYS_uname},     {"mknodat", SYS_mknodat},     {"process_vm_readv", SYS_process_vm_readv},
+    {"pipe2", SYS_pipe2},     {"getrandom", SYS_getrandom}, {"rt_tgsigqueueinfo", SYS_rt_tgsigqueueinfo},
+};
+
+static __attribute__((noinline)) void crash_now(void) {
+  volatile int* p = (volatile int*)16;
+  *p = 1;
+}
+
+static void* worker(void* arg) {
+  (void)arg;
+  crash_now();
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  if (argc == 2 && !strcmp(argv[1], "strict")) {
+    prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT);
+    crash_now();
+    return 0;
+  }
+  if (argc < 4) return 64;
+  unsigned action = !strcmp(argv[2], "kill_process") ? SECCOMP_RET_KILL_PROCESS
+                    : !strcmp(argv[2], "kill_thread") ? SECCOMP_RET_KILL_THREAD
+                    : !strcmp(argv[2], "trap")        ? SECCOMP_RET_TRAP
+                                                      : SECCOMP_RET_ERRNO | 1;
+  long nr = -1;
+  for (size_t i = 0; i < sizeof kCalls / sizeof kCalls[0]; ++i) {
+    if (!strcmp(argv[3], kCalls[i].name)) nr = kCalls[i].nr;
+  }
+  if (nr < 0) return 64;
+  struct sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, action),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+  int rc = !strcmp(argv[1], "prctl") ? prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)
+                                     : (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+  if (rc != 0) {
+    perror("seccomp");
+    return 65;
+  }
+  if (argc > 4 && !strcmp(argv[4], "thread")) {
+    pthread_t t;
+    pthread_create(&t, NULL, worker, NULL);
+    pthread_join(t, NULL);
+    return 0;  // a crash that took only its own thread
+  }
+  crash_now();
+  return 0;
+}
