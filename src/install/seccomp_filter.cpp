@@ -11,7 +11,6 @@
 
 #include "core/base/arch.h"
 #include "core/base/raw_log.h"
-#include "core/base/safe_read.h"
 #include "core/base/sys.h"
 #include "core/crash_state.h"
 #include "faultline/faultline.h"
@@ -224,6 +223,25 @@ void stand_down(const char* call) {
   faultline_uninstall();
 }
 
+// Copies n bytes of the caller's memory at addr without faulting on a bad
+// pointer (the kernel would answer EFAULT): through a pipe, not
+// process_vm_readv, which a filter already in place may kill.
+bool read_caller(void* dst, uintptr_t addr, size_t n) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return false;
+  bool ok = true;
+  for (size_t done = 0; ok && done < n;) {
+    size_t chunk = n - done < 4096 ? n - done : 4096;
+    ok = write(fds[1], reinterpret_cast<const void*>(addr + done), chunk) ==
+             static_cast<ssize_t>(chunk) &&
+         read(fds[0], static_cast<char*>(dst) + done, chunk) == static_cast<ssize_t>(chunk);
+    done += chunk;
+  }
+  close(fds[0]);
+  close(fds[1]);
+  return ok;
+}
+
 }  // namespace
 
 SeccompVerdict seccomp_evaluate(const sock_filter* prog, unsigned n, const seccomp_data& data) {
@@ -387,13 +405,13 @@ void seccomp_before_set(bool strict, uintptr_t prog_addr) {
     return;
   }
   sock_fprog fprog;
-  if (!prog_addr || !faultline::core::safe_read(&fprog, prog_addr, sizeof fprog)) return;
+  if (!prog_addr || !read_caller(&fprog, prog_addr, sizeof fprog)) return;
   if (fprog.len == 0 || fprog.len > BPF_MAXINSNS || !fprog.filter) return;  // EINVAL, EFAULT
   size_t bytes = fprog.len * sizeof(sock_filter);
   void* copy = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (copy == MAP_FAILED) return;
   auto* filter = static_cast<sock_filter*>(copy);
-  if (faultline::core::safe_read(filter, reinterpret_cast<uintptr_t>(fprog.filter), bytes)) {
+  if (read_caller(filter, reinterpret_cast<uintptr_t>(fprog.filter), bytes)) {
     if (const char* call = seccomp_fatal_call(filter, fprog.len, false)) stand_down(call);
   }
   munmap(copy, bytes);

@@ -3,6 +3,7 @@
 // it, it must too. Usage:
 //   seccompfatal prctl|seccomp kill_process|kill_thread|trap|errno CALL [thread]
 //   seccompfatal strict
+//   seccompfatal badptr     (a filter at a bad address: EFAULT, no filter)
 // CALL names a system call (see kCalls); "thread": the crash happens in a
 // second thread while the main thread waits in pthread_join.
 #include <linux/audit.h>
@@ -46,6 +47,14 @@ int main(int argc, char** argv) {
   prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
   if (argc == 2 && !strcmp(argv[1], "strict")) {
     prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT);
+    crash_now();
+    return 0;
+  }
+  if (argc == 2 && !strcmp(argv[1], "badptr")) {
+    long rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, (void*)16);
+    struct sock_fprog bad = {4, (struct sock_filter*)16};
+    int rc2 = prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &bad);
+    if (rc != -1 || rc2 != -1) return 66;
     crash_now();
     return 0;
   }
