@@ -7,9 +7,10 @@
  * (SIGKILL) or until a thread sees its call disturbed (exit 2..5). With
  * "vfork", N more threads (1 by default) each wait for a vfork child that
  * sleeps an hour: a wait no ptrace stop can interrupt. With "busy", two more:
- * "futexer" waits on a condition variable (a futex in libc) and "spinner"
+ * "futexer" waits on a condition variable (a futex in libc), "spinner"
  * spins in a function compiled at -O2 without frame pointers
- * (dumpwait_spin.c).
+ * (dumpwait_spin.c) and "untabled" in one without unwind tables
+ * (dumpwait_notables.c).
  * With "term", one thread only, as a service's main loop: epoll_wait(-1)
  * until a SIGTERM handler sets the stop flag, then "stopped" and exit 0.
  *   dumpwait stopcont
@@ -110,6 +111,7 @@ static void* vforker(void* arg) {
 }
 
 uint64_t spin_without_frame_pointer(volatile int* stop);
+uint64_t spin_without_unwind_tables(volatile int* stop);
 
 NOINLINE void wait_in_futex(void) {
   static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -124,6 +126,20 @@ NOINLINE void spin_in_user_code(void) {
   uint64_t x = spin_without_frame_pointer(&never);
   fprintf(stderr, "dumpwait: the spin ended (%llu)\n", (unsigned long long)x);
   exit(7);
+}
+
+NOINLINE void spin_in_untabled_code(void) {
+  static volatile int never;
+  uint64_t x = spin_without_unwind_tables(&never);
+  fprintf(stderr, "dumpwait: the spin ended (%llu)\n", (unsigned long long)x);
+  exit(8);
+}
+
+static void* untabled(void* arg) {
+  (void)arg;
+  pthread_barrier_wait(&g_ready);
+  spin_in_untabled_code();
+  return NULL;
 }
 
 static void* futexer(void* arg) {
@@ -181,7 +197,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], "term") == 0) return serve_until_term();
   int with_vfork = argc > 1 && strcmp(argv[1], "vfork") == 0 ? (argc > 2 ? atoi(argv[2]) : 1) : 0;
   if (with_vfork < 0 || with_vfork > 8) return 1;
-  int busy = argc > 1 && strcmp(argv[1], "busy") == 0 ? 2 : 0;
+  int busy = argc > 1 && strcmp(argv[1], "busy") == 0 ? 3 : 0;
   static sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGUSR1);
@@ -206,6 +222,8 @@ int main(int argc, char** argv) {
     pthread_create(&t[5], NULL, spinner, NULL);
     pthread_setname_np(t[4], "futexer");
     pthread_setname_np(t[5], "spinner");
+    pthread_create(&t[6], NULL, untabled, NULL);
+    pthread_setname_np(t[6], "untabled");
   }
   pthread_barrier_wait(&g_ready);
   printf("ready\n");
