@@ -2,6 +2,7 @@
 """Benchmark (not a test): a live dump of one 64-thread job, three ways.
 
     bench/dump_bench.py [--cli build/bin/faultline] [--threads 64] [--rounds 20]
+                        [--also-cli NAME=PATH ...]
 
 Starts bench_threads N (N threads, each 50 frames deep, then blocked) under
 the preload with FAULTLINE_DUMP=1, and times, interleaved round by round on
@@ -9,7 +10,9 @@ that same process: `faultline dump --method ptrace` (stopped from outside),
 `faultline dump --method signal` (faultline's handler in the process answers)
 and `eu-stack -p` (elfutils, also ptrace). Wall time of the whole command,
 as a user waits for it; prints each one's median and its ratio to ptrace's,
-and for faultline's two the median capture_ns of their reports.
+and for faultline's the median capture_ns of their reports (ptrace: the time
+the threads were stopped). --also-cli adds another build's ptrace dump to
+the rounds (e.g. before a change), named NAME.
 """
 
 import argparse
@@ -49,6 +52,7 @@ def main():
     ap.add_argument("--job", default=os.path.join(BUILD, "bench", "bench_threads"))
     ap.add_argument("--threads", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--also-cli", action="append", default=[], metavar="NAME=PATH")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, LD_PRELOAD=args.lib, FAULTLINE_DUMP="1", FAULTLINE_DIR=d)
@@ -61,6 +65,9 @@ def main():
                 "ptrace": [args.cli, "dump", "--print-path", "--method", "ptrace", pid],
                 "signal": [args.cli, "dump", "--print-path", "--method", "signal", pid],
             }
+            for spec in args.also_cli:
+                name, _, cli = spec.partition("=")
+                ways[name] = [cli, "dump", "--print-path", "--method", "ptrace", pid]
             if shutil.which("eu-stack"):
                 ways["eu-stack -p"] = ["eu-stack", "-p", pid]
             times = {w: [] for w in ways}

@@ -28,11 +28,12 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE amd64)
-# Dependencies (libdw1, libstdc++6, libunwind8 for `faultline dump`'s ptrace
-# unwinding, ...) from the binaries' NEEDED entries, as Debian's own packages
-# do. The library itself needs libc only: it loads libunwind when
-# FAULTLINE_UNWINDER chooses it.
+# Dependencies (libdw1, libstdc++6, ...) from the binaries' NEEDED entries,
+# as Debian's own packages do. The library itself needs libc only: it loads
+# libunwind when FAULTLINE_UNWINDER chooses it, so libunwind8 is only
+# recommended (`faultline dump` unwinds with faultline's own unwinder).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libunwind8")
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 # The library lands in /usr/lib: run ldconfig after install and removal.
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA

@@ -244,7 +244,8 @@ int dump_process(const DumpArgs& a) {
   std::string dir = a.dir.empty() ? target_report_dir(a.pid) : absolute_dir(a.dir);
   nlohmann::json j;
   std::string why;
-  int err = ptrace_capture(a.pid, &j, &why);
+  // --timeout bounds the wait for a thread that does not stop with the others.
+  int err = ptrace_capture(a.pid, &j, &why, static_cast<int>(a.timeout * 1000));
   if (err == 0) {
     std::string werr;
     std::string path = write_dump_report(dir, a.pid, j, &werr);
@@ -382,7 +383,8 @@ void add_dump_command(CLI::App& app, int& status) {
           "PID", "pid"));
   d->add_option("-s,--signal", dump->signal, "the dump signal the process listens to")
       ->capture_default_str();
-  d->add_option("-t,--timeout", dump->timeout, "seconds to wait for the report")
+  d->add_option("-t,--timeout", dump->timeout,
+                "seconds to wait for the report (ptrace: for a thread that does not stop at once)")
       ->check(CLI::Validator(
           [](std::string& v) {
             char* end = nullptr;

@@ -1,14 +1,9 @@
 // faultline dump by ptrace (see ptrace_dump.h).
 #include "cli/ptrace_dump.h"
 
-#include <elf.h>
 #include <fmt/format.h>
-#include <gelf.h>
-#include <libunwind-ptrace.h>
+#include <pthread.h>
 #include <signal.h>
-#include <sys/ptrace.h>
-#include <sys/uio.h>
-#include <sys/user.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,11 +18,12 @@
 #include <map>
 #include <memory>
 #include <sstream>
-#include <unordered_map>
+#include <thread>
 #include <vector>
 
 #include "cli/job_dump.h"
 #include "cli/ptrace_stop.h"
+#include "cli/remote_stack.h"
 #include "core/base/arena.h"
 #include "core/base/safe_read.h"
 #include "core/capture.h"
@@ -36,6 +32,7 @@
 #include "core/modules/elf_symbols.h"
 #include "core/python/interleave.h"
 #include "core/python/walker.h"
+#include "core/write/report_threads.h"
 #include "symbolize/elf_file.h"
 
 namespace faultline::cli {
@@ -46,7 +43,6 @@ using nlohmann::json;
 
 // As the library: at most this many frames a thread.
 constexpr int kMaxFrames = 100;
-constexpr int kMaxCountedFrames = 10000;
 
 std::string hex(uint64_t v) {
   return fmt::format("{:#x}", v);
@@ -61,13 +57,18 @@ std::string read_text(const std::string& path) {
 
 struct RemoteModule {
   std::string path;
-  uint64_t base = 0, end = 0, bias = 0;
+  uint64_t base = 0, end = 0, bias = 0, eh_frame_hdr = 0;
   std::string build_id;
+  bool vdso = false;
 };
 
-// The file-backed modules of process pid, from /proc/PID/maps: each ELF
-// file's lowest mapping is its base; its load bias is the base less the
-// page of its first PT_LOAD.
+// The name the link map gives the vDSO, as crash reports name it.
+constexpr char kVdsoName[] = "linux-vdso.so.1";
+
+// The modules of process pid, from /proc/PID/maps: each ELF file's lowest
+// mapping is its base, and the vDSO; the load bias and the unwind tables
+// (.eh_frame_hdr) from the loaded image's program headers, as the crash
+// path reads them (through the SafeReader, pinned to pid).
 std::vector<RemoteModule> read_modules(pid_t pid) {
   std::vector<RemoteModule> out;
   std::map<std::string, size_t> index;
@@ -80,90 +81,30 @@ std::vector<RemoteModule> read_modules(pid_t pid) {
         name_at <= 0)
       continue;
     std::string path = line.substr(name_at);
-    if (path.empty() || path[0] != '/' || path.find(" (deleted)") != std::string::npos) continue;
+    bool vdso = path == "[vdso]";
+    if (vdso) path = kVdsoName;
+    if (path.empty() || (path[0] != '/' && !vdso) || path.find(" (deleted)") != std::string::npos)
+      continue;
     auto it = index.find(path);
     if (it == index.end()) {
       if (off != 0) continue;  // not its first mapping: not an image we know
       index[path] = out.size();
-      out.push_back(RemoteModule{path, lo, hi, lo, ""});
+      out.push_back(RemoteModule{path, lo, hi, lo, 0, "", vdso});
     } else {
       out[it->second].end = std::max<uint64_t>(out[it->second].end, hi);
     }
   }
   for (RemoteModule& m : out) {
-    std::string err;
-    auto elf = symbolize::internal::ElfFile::open(m.path, &err);
-    if (!elf) continue;
-    m.build_id = elf->build_id();
-    size_t n = 0;
-    if (elf_getphdrnum(elf->elf(), &n) != 0) continue;
-    for (size_t i = 0; i < n; ++i) {
-      GElf_Phdr ph;
-      if (gelf_getphdr(elf->elf(), static_cast<int>(i), &ph) && ph.p_type == PT_LOAD) {
-        m.bias = m.base - (ph.p_vaddr & ~static_cast<uint64_t>(ph.p_align ? ph.p_align - 1 : 0));
-        break;
-      }
+    uintptr_t bias = 0, eh_frame_hdr = 0;
+    if (remote_image(m.base, &bias, &eh_frame_hdr)) {
+      m.bias = bias;
+      m.eh_frame_hdr = eh_frame_hdr;
     }
+    if (m.vdso) continue;
+    std::string err;
+    if (auto elf = symbolize::internal::ElfFile::open(m.path, &err)) m.build_id = elf->build_id();
   }
   return out;
-}
-
-int module_at(const std::vector<RemoteModule>& mods, uint64_t pc) {
-  for (size_t i = 0; i < mods.size(); ++i)
-    if (pc >= mods[i].base && pc < mods[i].end) return static_cast<int>(i);
-  return -1;
-}
-
-// libunwind's remote accessors, with memory read by process_vm_readv a page
-// at a time (the threads are stopped: it does not change while they are
-// read); a word that no whole page holds is read alone, else through
-// libunwind's own PTRACE_PEEKDATA.
-pid_t g_read_pid = 0;
-std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>> g_pages;
-constexpr uint64_t kPage = 4096;
-
-bool read_remote(void* dst, uint64_t addr, size_t n) {
-  struct iovec local = {dst, n};
-  struct iovec remote = {reinterpret_cast<void*>(addr), n};
-  return process_vm_readv(g_read_pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n);
-}
-
-int read_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t* val, int write, void* arg) {
-  if (!write) {
-    uint64_t page = addr & ~(kPage - 1);
-    if (addr - page <= kPage - sizeof *val) {
-      auto it = g_pages.find(page);
-      if (it == g_pages.end()) {
-        auto buf = std::make_unique<uint8_t[]>(kPage);
-        if (!read_remote(buf.get(), page, kPage)) buf.reset();
-        it = g_pages.emplace(page, std::move(buf)).first;
-      }
-      if (it->second) {
-        std::memcpy(val, it->second.get() + (addr - page), sizeof *val);
-        return 0;
-      }
-    }
-    if (read_remote(val, addr, sizeof *val)) return 0;
-  }
-  return _UPT_accessors.access_mem(as, addr, val, write, arg);
-}
-
-json registers_of(pid_t tid) {
-#if defined(__x86_64__)
-  user_regs_struct r{};
-  struct iovec io = {&r, sizeof r};
-  if (ptrace(PTRACE_GETREGSET, tid, NT_PRSTATUS, &io) != 0 || io.iov_len != sizeof r)
-    return nullptr;
-  return json{{"rip", hex(r.rip)}, {"rsp", hex(r.rsp)}, {"rbp", hex(r.rbp)},
-              {"rax", hex(r.rax)}, {"rbx", hex(r.rbx)}, {"rcx", hex(r.rcx)},
-              {"rdx", hex(r.rdx)}, {"rsi", hex(r.rsi)}, {"rdi", hex(r.rdi)},
-              {"r8", hex(r.r8)},   {"r9", hex(r.r9)},   {"r10", hex(r.r10)},
-              {"r11", hex(r.r11)}, {"r12", hex(r.r12)}, {"r13", hex(r.r13)},
-              {"r14", hex(r.r14)}, {"r15", hex(r.r15)}, {"eflags", hex(r.eflags)}};
-#else
-  (void)tid;
-  return nullptr;
-#endif
 }
 
 std::string thread_name(pid_t pid, pid_t tid) {
@@ -172,41 +113,37 @@ std::string thread_name(pid_t pid, pid_t tid) {
   return name;
 }
 
-// One stopped thread's native stack, innermost first.
+// One thread's native stack, innermost first.
 struct NativeStack {
   pid_t tid = 0;
   bool captured = false;
   int total = 0;
+  core::Unwinder unwinder = core::Unwinder::kNone;
   std::vector<core::NativeFrame> frames;  // named by the library's symbolizer
   json registers;                         // read while it is stopped
-  const char* note = nullptr;             // why there are no frames
+  std::string note;                       // why there are no frames, or a late stop
 };
 
-NativeStack unwind_thread(unw_addr_space_t as, pid_t tid, const std::vector<RemoteModule>& mods) {
-  NativeStack st;
-  st.tid = tid;
-  st.registers = registers_of(tid);
-  void* upt = _UPT_create(tid);
-  unw_cursor_t cur;
-  if (upt && unw_init_remote(&cur, as, upt) == 0) {
-    st.captured = true;
-    do {
-      unw_word_t ip = 0, sp = 0;
-      if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || ip == 0) break;
-      unw_get_reg(&cur, UNW_REG_SP, &sp);
-      if (++st.total > kMaxFrames) continue;
-      core::NativeFrame f{};
-      f.pc = ip;
-      f.sp = sp;
-      // The first frame's pc is where the thread stopped, not a return
-      // address (the mark of a signal's interrupted frame).
-      f.signal_frame = st.total == 1 || unw_is_signal_frame(&cur) > 0;
-      f.module = module_at(mods, ip);
-      st.frames.push_back(f);
-    } while (unw_step(&cur) > 0 && st.total < kMaxCountedFrames);
+// A stopped thread's stack, by the crash path's unwinder from the registers
+// its tracer reads.
+void unwind_thread(pid_t tid, const core::ModuleTable& table, NativeStack* st,
+                   core::CaptureErrors* errors) {
+  st->tid = tid;
+  ucontext_t uc;
+  if (!remote_registers(tid, &uc, &st->registers)) {
+    st->note = "its registers could not be read";
+    return;
   }
-  if (upt) _UPT_destroy(upt);
-  return st;
+  st->frames.resize(kMaxFrames);
+  core::ThreadCapture tc{};
+  tc.tid = tid;
+  tc.frames = st->frames.data();
+  remote_unwind(uc, table, &tc, kMaxFrames, errors);
+  st->frames.resize(static_cast<size_t>(tc.nframes));
+  st->total = tc.frames_total;
+  st->unwinder = tc.unwinder;
+  st->captured = tc.nframes > 0;
+  if (!st->captured) st->note = "its stack could not be read";
 }
 
 std::string utc_now(int64_t* sec_out) {
@@ -274,6 +211,8 @@ void to_core(const std::vector<RemoteModule>& mods, const std::string& exe, Core
     m.bias = mods[i].bias;
     m.path = mods[i].path.c_str();
     m.is_main = mods[i].path == exe;
+    m.is_vdso = mods[i].vdso;
+    m.eh_frame_hdr = mods[i].eh_frame_hdr;
     size_t n = std::min(mods[i].build_id.size() / 2, sizeof m.build_id);
     for (size_t b = 0; b < n; ++b)
       m.build_id[b] = static_cast<uint8_t>(hex_digit(mods[i].build_id[2 * b]) << 4 |
@@ -323,10 +262,10 @@ json thread_json(pid_t pid, const NativeStack& st, const core::PythonCapture& py
             {"name", thread_name(pid, st.tid)},
             {"crashed", false},
             {"captured", st.captured},
-            {"unwinder", "libunwind"},
+            {"unwinder", core::unwinder_name(st.unwinder)},
             {"frames_total", st.total},
             {"frames_truncated", st.total > static_cast<int>(st.frames.size())}};
-  if (!st.captured) t["note"] = st.note ? st.note : "its stack could not be read";
+  if (!st.note.empty()) t["note"] = st.note;
   const core::PyThread* pt = nullptr;
   for (int i = 0; py.present && i < py.nthreads; ++i)
     if (py.threads[i].native_tid == st.tid) pt = &py.threads[i];
@@ -382,62 +321,116 @@ void test_hold(const char* where) {
   }
 }
 
-}  // namespace
+// What the tracer thread reads of the target, for the report.
+struct Captured {
+  std::string when;
+  int64_t capture_ns = 0;  // from the first attach to the stopped threads' release
+  std::vector<RemoteModule> mods;
+  CoreModules cm;
+  std::vector<NativeStack> stacks;
+  core::PythonCapture py{};
+  core::CaptureErrors errors{};
+  core::Arena arena;
+  bool have_arena = false;
+};
 
-int ptrace_capture(pid_t pid, json* report, std::string* why) {
+// Stops the threads, reads everything, and lets them go: run in a thread of
+// its own (ThreadStopper), whose end lets go of any thread still attached.
+int capture_stopped(pid_t pid, int wait_ms, Captured* c, std::string* why) {
   auto started = std::chrono::steady_clock::now();
   ThreadStopper stopper(pid);
   int err = stopper.stop_all(why);
   if (err) return err;
   test_hold("threads stopped");
   int64_t sec = 0;
-  std::string when = utc_now(&sec);
-  std::vector<RemoteModule> mods = read_modules(pid);
-  // Native stacks: libunwind's remote unwinder.
-  g_read_pid = pid;
-  g_pages.clear();
-  unw_accessors_t acc = _UPT_accessors;
-  acc.access_mem = read_mem;
-  unw_addr_space_t as = unw_create_addr_space(&acc, 0);
-  // Per thread: the global cache blocks signals around every look-up.
-  unw_set_caching_policy(as, UNW_CACHE_PER_THREAD);
-  std::vector<NativeStack> stacks;
-  for (const StoppedThread& t : stopper.threads()) {
-    if (t.stopped) {
-      stacks.push_back(unwind_thread(as, t.tid, mods));
-    } else if (t.tid > 0 && ::kill(t.tid, 0) == 0) {
-      NativeStack st;  // still there, but never stopped (an uninterruptible wait)
-      st.tid = t.tid;
-      st.note =
-          "did not stop for the dump within 1 s (in vfork, or an uninterruptible wait in the "
-          "kernel)";
-      stacks.push_back(std::move(st));
-    }
-  }
-  unw_destroy_addr_space(as);
-  g_pages.clear();
-  // Python stacks: the library's own walker, every read of it made in the
-  // target (the SafeReader pinned to it).
-  CoreModules cm;
+  c->when = utc_now(&sec);
+  // Every read of the target (program headers, unwind tables, stacks, the
+  // interpreter) through the SafeReader pinned to it.
+  core::safe_read_remote(pid);
+  c->mods = read_modules(pid);
   char exe[4096];
   ssize_t n = readlink(fmt::format("/proc/{}/exe", pid).c_str(), exe, sizeof exe - 1);
-  to_core(mods, std::string(exe, n > 0 ? static_cast<size_t>(n) : 0), &cm);
-  core::PythonCapture py{};
-  core::CaptureErrors errors{};
-  core::Arena arena;
-  bool have_arena = arena.init(size_t{64} << 20);
-  if (have_arena) {
-    core::safe_read_remote(pid);
-    core::capture_python(cm.table, &arena, &py, core::kMaxThreads, kMaxFrames, &errors);
-  } else {
-    errors.add("python: no memory for the walk");
+  to_core(c->mods, std::string(exe, n > 0 ? static_cast<size_t>(n) : 0), &c->cm);
+  c->have_arena = c->arena.init(size_t{64} << 20);
+  if (!c->have_arena || !remote_unwind_modules(c->cm.table, &c->arena))
+    c->errors.add("unwind: no memory for the module list; frame-pointer chains only");
+  // Native stacks: the crash path's unwinder, from each thread's registers.
+  std::vector<NativeStack>& stacks = c->stacks;
+  for (const StoppedThread& t : stopper.threads()) {
+    if (t.done || t.tid <= 0) continue;  // exited meanwhile
+    stacks.emplace_back();
+    stacks.back().tid = t.tid;
+    if (t.stopped) unwind_thread(t.tid, c->cm.table, &stacks.back(), &c->errors);
   }
-  // Everything is read: the threads go on. What follows reads only files.
-  stopper.detach_all();
+  // Python stacks: the library's own walker.
+  if (c->have_arena)
+    core::capture_python(c->cm.table, &c->arena, &c->py, core::kMaxThreads, kMaxFrames, &c->errors);
+  else
+    c->errors.add("python: no memory for the walk");
+  // Everything is read: the stopped threads go on.
+  stopper.let_stopped_go();
+  c->capture_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - started)
+                      .count();
+  // A thread that had not stopped (a wait in the kernel) is captured alone
+  // when it stops, and let go at once.
+  while (StoppedThread* t = stopper.wait_late(wait_ms)) {
+    for (NativeStack& st : stacks) {
+      if (st.tid != t->tid) continue;
+      unwind_thread(t->tid, c->cm.table, &st, &c->errors);
+      st.note =
+          "stopped for the dump only after the others had been let go (a wait in the "
+          "kernel): captured alone, later";
+    }
+    stopper.let_go(t);
+  }
+  // One that exited meanwhile is not listed.
+  stacks.erase(std::remove_if(stacks.begin(), stacks.end(),
+                              [](const NativeStack& st) {
+                                return st.registers.is_null() && ::kill(st.tid, 0) != 0;
+                              }),
+               stacks.end());
+  for (NativeStack& st : stacks) {
+    if (!st.captured && st.note.empty() && st.registers.is_null())
+      st.note = fmt::format(
+          "did not stop for the dump within {:g} s (in vfork, or an uninterruptible wait in the "
+          "kernel); never stopped",
+          wait_ms / 1000.0);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int ptrace_capture(pid_t pid, json* report, std::string* why, int wait_ms) {
+  // The tracer is a thread of its own: when it ends, the kernel lets go of
+  // every thread it still has attached (one that never stopped) and cancels
+  // its pending stop, so no thread of the job stops after the capture. The
+  // signals that end this process come to it (the others block them), so
+  // that its handler can detach what it stopped.
+  Captured c;
+  int err = 0;
+  sigset_t block, old;
+  sigemptyset(&block);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM}) sigaddset(&block, sig);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
+  std::thread tracer([&] {
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    err = capture_stopped(pid, wait_ms, &c, why);
+  });
+  tracer.join();
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (err) return err;
   test_hold("threads let go");
-  auto capture_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now() - started)
-                        .count();
+  std::vector<RemoteModule>& mods = c.mods;
+  CoreModules& cm = c.cm;
+  std::vector<NativeStack>& stacks = c.stacks;
+  core::PythonCapture& py = c.py;
+  core::CaptureErrors& errors = c.errors;
+  core::Arena& arena = c.arena;
+  bool have_arena = c.have_arena;
+  const std::string& when = c.when;
+  int64_t capture_ns = c.capture_ns;
   // Symbols: the library's ELF symbolizer, one pass over each module's
   // tables for all the frames in it.
   std::vector<core::ThreadCapture> tcs(stacks.size());

@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -86,6 +87,12 @@ constexpr int kStopWaitMs = 1000;
 constexpr int kStopRepeatMs = 10;
 
 volatile sig_atomic_t g_expired = 0;
+
+long long monotonic_ms() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
 
 void on_alarm(int) {
   g_expired = 1;
@@ -200,9 +207,13 @@ bool ThreadStopper::wait_stop(StoppedThread* t) {
     if (r == 0) return false;  // past the deadline and not stopped (stuck)
     if (r < 0) {
       if (errno == EINTR) continue;  // the deadline: one more look
-      return false;                  // ECHILD: gone, or no longer ours
+      t->done = true;                // ECHILD: gone, or no longer ours
+      return false;
     }
-    if (WIFEXITED(st) || WIFSIGNALED(st)) return false;
+    if (WIFEXITED(st) || WIFSIGNALED(st)) {
+      t->done = true;
+      return false;
+    }
     if (WIFSTOPPED(st)) {
       take_stop(t, st);
       return true;
@@ -211,6 +222,7 @@ bool ThreadStopper::wait_stop(StoppedThread* t) {
 }
 
 int ThreadStopper::stop_all(std::string* why) {
+  started_ms_ = monotonic_ms();
   std::set<pid_t> seen;
   // Each round attaches the threads born since the last; the stopped ones
   // cannot make more, so a round that finds none new ends it.
@@ -255,19 +267,70 @@ int ThreadStopper::stop_all(std::string* why) {
   return ESRCH;
 }
 
+void ThreadStopper::let_go(StoppedThread* t) {
+  if (!t->stopped) return;
+  // ESRCH: it died meanwhile (the whole process was killed).
+  ptrace(PTRACE_DETACH, t->tid, 0, t->pending_signal);
+  t->stopped = false;
+  t->done = true;
+  forget(t->tid);
+}
+
+void ThreadStopper::let_stopped_go() {
+  for (StoppedThread& t : threads_) let_go(&t);
+}
+
+StoppedThread* ThreadStopper::wait_late(int deadline_ms) {
+  auto waiting = [this] {
+    for (const StoppedThread& t : threads_)
+      if (!t.stopped && !t.done && t.tid > 0) return true;
+    return false;
+  };
+  if (!waiting()) return nullptr;
+  long long left = started_ms_ + deadline_ms - monotonic_ms();
+  struct sigaction old_alarm {};
+  if (left > 0)
+    arm_deadline(static_cast<int>(left), &old_alarm);
+  else
+    g_expired = 1;
+  StoppedThread* got = nullptr;
+  while (!got && waiting()) {
+    // Any of them: they are the only children this process has (the
+    // others, stopped, were let go).
+    int st = 0;
+    pid_t r = waitpid(-1, &st, __WALL | (g_expired ? WNOHANG : 0));
+    if (r == 0) break;  // past the deadline
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (StoppedThread& t : threads_) {
+      if (t.tid != r || t.stopped || t.done) continue;
+      if (WIFSTOPPED(st)) {
+        take_stop(&t, st);
+        t.late = true;
+        got = &t;
+      } else if (WIFEXITED(st) || WIFSIGNALED(st)) {
+        t.done = true;
+        forget(t.tid);
+      }
+    }
+  }
+  if (left > 0) arm_deadline(0, &old_alarm);
+  return got;
+}
+
 void ThreadStopper::detach_all() {
   for (StoppedThread& t : threads_) {
     int st = 0;
     // A thread that stopped after the deadline (its vfork child exited) is
     // let go too; one still stuck stays attached, with our interrupt pending,
-    // until this process exits (the kernel then lets it go).
-    if (!t.stopped && t.tid > 0 && waitpid(t.tid, &st, __WALL | WNOHANG) == t.tid && WIFSTOPPED(st))
+    // until the thread that attached it ends (the kernel then lets it go
+    // and cancels the interrupt).
+    if (!t.stopped && !t.done && t.tid > 0 && waitpid(t.tid, &st, __WALL | WNOHANG) == t.tid &&
+        WIFSTOPPED(st))
       take_stop(&t, st);
-    if (t.stopped) {
-      // ESRCH: it died meanwhile (the whole process was killed).
-      ptrace(PTRACE_DETACH, t.tid, 0, t.pending_signal);
-      t.stopped = false;
-    }
+    let_go(&t);
     forget(t.tid);
   }
   threads_.clear();

@@ -7,8 +7,13 @@
 // handler, by contrast, makes poll, epoll_wait and nanosleep fail with EINTR.
 //
 // A thread that does not stop (in vfork, an uninterruptible wait) is left
-// out after one deadline shared by all the threads attached in a round (1 s),
-// and let go at detach_all if it has stopped by then.
+// behind after one deadline shared by all the threads attached in a round
+// (1 s): the others are captured and let go without it, and it is waited
+// for on its own (wait_late) until a bound, captured and let go as soon as
+// it stops. The stopper must live in a thread of its own that ends when the
+// dump has read everything: the kernel then lets go of any thread still
+// attached and cancels the stop it was asked for, so no thread of the job
+// stops after the capture (it stayed stopped until the CLI exited).
 //
 // Never crashes on a hostile or exiting target: a thread that exits while it
 // is attached is dropped (ESRCH), threads born meanwhile are attached in a
@@ -26,6 +31,8 @@ namespace faultline::cli {
 struct StoppedThread {
   pid_t tid = 0;
   bool stopped = false;    // in a ptrace stop: registers and stack readable
+  bool late = false;       // stopped only after the first deadline (wait_late)
+  bool done = false;       // let go, or gone: nothing more to wait for
   int pending_signal = 0;  // stopped on its way to take this signal: given back at detach
 };
 
@@ -44,6 +51,14 @@ class ThreadStopper {
   const std::vector<StoppedThread>& threads() const { return threads_; }
   // Lets every thread go on (idempotent; the destructor calls it).
   void detach_all();
+  // Lets the stopped threads go on; those that have not stopped stay
+  // attached for wait_late.
+  void let_stopped_go();
+  // Waits until one of the threads that had not stopped stops, at most
+  // until `deadline_ms` after stop_all began; that one, stopped (detach it
+  // with let_go), or nullptr when none stopped in time or none is left.
+  StoppedThread* wait_late(int deadline_ms);
+  void let_go(StoppedThread* t);
 
   // SIGINT, SIGTERM, SIGHUP and SIGQUIT of this process detach the threads
   // before it ends. Install once, before stop_all.
@@ -53,6 +68,7 @@ class ThreadStopper {
   bool wait_stop(StoppedThread* t);
   pid_t pid_;
   std::vector<StoppedThread> threads_;
+  long long started_ms_ = 0;  // CLOCK_MONOTONIC, when stop_all began
 };
 
 }  // namespace faultline::cli

@@ -105,6 +105,82 @@ def test_ptrace_dump_needs_no_library_and_matches_gdb(tmp_path):
         stop(p)
 
 
+GDB_FRAMES = """python
+import gdb
+for th in gdb.selected_inferior().threads():
+    th.switch()
+    f, pcs = gdb.newest_frame(), []
+    while f is not None:
+        if f.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):
+            pcs.append(f.pc())
+        f = f.older()
+    print("frames", th.ptid[1], *(hex(pc) for pc in pcs))
+end
+"""
+
+
+def gdb_pcs_by_thread(pid, tmp_path):
+    """gdb's backtrace of every thread of pid: {tid: [pc, ...]}, innermost
+    first, the frames on the stack only (not those gdb makes up for inlined
+    calls and, from DWARF's call sites, for tail calls)."""
+    script = tmp_path / "frames.gdb"
+    script.write_text(GDB_FRAMES)
+    g = subprocess.run(["gdb", "-batch", "-nx", "-p", str(pid), "-x", str(script)],
+                       capture_output=True, text=True, timeout=120)
+    out = {}
+    for line in g.stdout.splitlines():
+        if line.startswith("frames "):
+            tid, *pcs = line.split()[1:]
+            out[int(tid)] = [int(pc, 16) for pc in pcs]
+    return out, g.stdout + g.stderr
+
+
+def test_ptrace_dump_unwinds_as_a_crash_does_and_gdb_agrees_at_every_pc(tmp_path):
+    # Threads blocked in libc (poll, nanosleep, epoll_wait, sigwait, a
+    # futex), the main thread in pause(), one stopped in the middle of a
+    # function built at -O2 without frame pointers, whose caller only the
+    # unwind tables find, and one in a function without unwind tables (built
+    # with frame pointers), where the CFI unwinder stops and the
+    # frame-pointer chain goes on. The dump unwinds them with the crash
+    # path's own unwinder (was libunwind's remote unwinder); gdb, attached
+    # after it, is the oracle: every frame gdb shows is ours, at the same pc.
+    p = start([DUMPWAIT, "busy"], tmp_path, preload=False)
+    try:
+        r = fltest.cli("dump", "--print-path", "--method", "ptrace", str(p.pid), timeout=60)
+        assert r.returncode == 0, r.stderr
+        rep = fltest.validate(json.load(open(r.stdout.strip())))
+        assert p.poll() is None, p.stderr.read()
+        threads = {t["name"]: t for t in rep["threads"]}
+        assert sorted(threads) == sorted(list(WAITERS) +
+                                         ["dumpwait", "futexer", "spinner", "untabled"])
+        for t in rep["threads"]:
+            # By the tables alone, but where there are none.
+            want = "cfi+frame-pointer" if t["name"] == "untabled" else "cfi"
+            assert t["unwinder"] == want, (t["name"], t["unwinder"], rep["faultline"]["errors"])
+        spin = fltest.native_symbols(threads["spinner"])
+        assert spin[:3] == ["spin_without_frame_pointer", "spin_in_user_code", "spinner"], spin
+        untabled = fltest.native_symbols(threads["untabled"])
+        assert untabled[:4] == ["spin_without_unwind_tables", "spin_in_untabled_code", "untabled",
+                                "start_thread"], untabled
+        assert "wait_in_futex" in fltest.native_symbols(threads["futexer"])
+        gdb, text = gdb_pcs_by_thread(p.pid, tmp_path)
+        assert set(gdb) == {t["tid"] for t in rep["threads"]}, text
+        for t in rep["threads"]:
+            ours = [int(f["pc"], 16) for f in t["frames"] if f["kind"] == "native"]
+            theirs = gdb[t["tid"]]
+            assert len(theirs) >= 2, (t["name"], text)  # gdb stops at main
+            if t["name"] in ("spinner", "untabled"):
+                # They ran on between the two: the same callers. The frame-
+                # pointer chain ends in libc (built without frame pointers),
+                # in start_thread, which gdb has too.
+                n = 4 if t["name"] == "untabled" else len(theirs)
+                assert ours[1:n] == theirs[1:n], (t["name"], ours, theirs)
+            else:
+                assert ours[:len(theirs)] == theirs, (t["name"], ours, theirs)
+    finally:
+        stop(p)
+
+
 def test_dump_of_an_exiting_or_gone_process_fails_cleanly(tmp_path):
     p = start([DUMPWAIT], tmp_path, preload=False)
     pid = p.pid
@@ -298,7 +374,9 @@ def test_a_dump_ended_by_a_signal_lets_every_thread_go(tmp_path, sig):
         held_at(d, "threads stopped")
         others = [t for t in tids if t not in vforker]
         assert all(task_state(p.pid, t) == "t" for t in others)
-        assert all(task_field(p.pid, t, "TracerPid") == str(d.pid) for t in tids)
+        # Traced by the dump (its tracer thread).
+        dump_tids = set(os.listdir(f"/proc/{d.pid}/task"))
+        assert all(task_field(p.pid, t, "TracerPid") in dump_tids for t in tids)
         d.send_signal(getattr(signal, sig))
         assert d.wait(timeout=60) == -getattr(signal, sig), d.stderr.read()
         wait_until(lambda: all(task_field(p.pid, t, "TracerPid") == "0" for t in tids))
@@ -316,12 +394,13 @@ def test_a_dump_ended_by_a_signal_lets_every_thread_go(tmp_path, sig):
         stop_with_vfork_children(p)
 
 
-def held_dump(pid):
+def held_dump(pid, *options):
     """A ptrace dump of pid that waits at each of its test hold points
     (FAULTLINE_TEST_DUMP_HOLD) for a line from the test."""
     e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
     e["FAULTLINE_TEST_DUMP_HOLD"] = "1"
-    return subprocess.Popen([fltest.CLI, "dump", "--print-path", "--method", "ptrace", str(pid)],
+    return subprocess.Popen([fltest.CLI, "dump", "--print-path", "--method", "ptrace", *options,
+                             str(pid)],
                             env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -428,9 +507,14 @@ def test_an_ignored_signal_queued_during_a_dump_disturbs_no_wait(tmp_path):
 def test_threads_in_vfork_are_left_out_together_and_all_let_go(tmp_path):
     import signal
     # Three threads wait for vfork children no ptrace stop can interrupt: the
-    # dump gives up on them after one deadline for all (not one each, which
-    # held the other threads stopped 5 s per such thread), lists them, and
-    # lets every thread go, one whose vfork ended during the dump included.
+    # dump captures the others after one deadline for all (not one each,
+    # which held the other threads stopped 5 s per such thread) and lets them
+    # go. It keeps waiting for the three (until --timeout): one whose vfork
+    # ends meanwhile is captured alone as soon as it stops, and let go at
+    # once. Those still waiting are listed, and when the dump has read
+    # everything none is attached any more: one whose wait ends after that,
+    # while the dump still renders, never stops (it stayed stopped until the
+    # dump exited).
     p = start([DUMPWAIT, "vfork", "3"], tmp_path, preload=False)
     tasks = f"/proc/{p.pid}/task"
     try:
@@ -441,7 +525,7 @@ def test_threads_in_vfork_are_left_out_together_and_all_let_go(tmp_path):
         wait_until(lambda: all(open(f"{tasks}/{t}/children").read().strip() for t in vforkers))
         for t in vforkers:
             kids[t] = int(open(f"{tasks}/{t}/children").read().split()[0])
-        d = held_dump(p.pid)
+        d = held_dump(p.pid, "--timeout", "1")
         held_at(d, "threads stopped")
         # One vfork ends while the dump holds the others: its thread comes
         # to our interrupt's stop after the deadline.
@@ -450,16 +534,26 @@ def test_threads_in_vfork_are_left_out_together_and_all_let_go(tmp_path):
         wait_until(lambda: task_state(p.pid, late) == "t")
         release(d)
         held_at(d, "threads let go")
-        # Let go with the others, not left stopped until the dump exits.
-        assert task_field(p.pid, late, "TracerPid") == "0"
+        # Every thread let go, the late one and those still in vfork too.
+        assert all(task_field(p.pid, t, "TracerPid") == "0" for t in tids)
         wait_until(lambda: task_state(p.pid, late) != "t")
+        # A vfork that ends now, while the dump renders: its thread goes on
+        # to pause() (34) and never stops.
+        after = vforkers[1]
+        os.kill(kids.pop(after), signal.SIGKILL)
+        wait_until(lambda: task_state(p.pid, after) == "t" or in_syscall(p.pid, after, 34))
+        assert task_state(p.pid, after) != "t"
         release(d)
         out, err = d.communicate(timeout=60)
         assert d.returncode == 0, err
         rep = fltest.validate(json.load(open(out.strip())))
+        by_tid = {t["tid"]: t for t in rep["threads"]}
         left_out = [t for t in rep["threads"] if t.get("captured") is False]
-        assert sorted(t["tid"] for t in left_out) == sorted(vforkers), left_out
+        assert sorted(t["tid"] for t in left_out) == sorted(vforkers[1:]), left_out
         assert all("did not stop" in t["note"] and "vfork" in t["note"] for t in left_out)
+        assert by_tid[late]["captured"] is True, by_tid[late]
+        assert "captured alone" in by_tid[late]["note"], by_tid[late]
+        assert "vforker" in fltest.native_symbols(by_tid[late]), by_tid[late]
         assert all(t.get("captured") is not False for t in rep["threads"]
                    if t["tid"] not in vforkers)
         # Every thread untraced, none in a ptrace stop, the job running.

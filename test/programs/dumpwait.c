@@ -1,12 +1,16 @@
 /* A healthy job that a live dump must leave undisturbed: threads wait in
  * poll(), nanosleep(), epoll_wait() and sigwait(), and each one exits
  * non-zero if its call ever fails (EINTR) or returns before its time.
- *   dumpwait [vfork [N]]
+ *   dumpwait [vfork [N] | busy]
  *   dumpwait term
  * Prints "ready" once every thread is about to wait, then runs until killed
  * (SIGKILL) or until a thread sees its call disturbed (exit 2..5). With
  * "vfork", N more threads (1 by default) each wait for a vfork child that
- * sleeps an hour: a wait no ptrace stop can interrupt.
+ * sleeps an hour: a wait no ptrace stop can interrupt. With "busy", two more:
+ * "futexer" waits on a condition variable (a futex in libc), "spinner"
+ * spins in a function compiled at -O2 without frame pointers
+ * (dumpwait_spin.c) and "untabled" in one without unwind tables
+ * (dumpwait_notables.c).
  * With "term", one thread only, as a service's main loop: epoll_wait(-1)
  * until a SIGTERM handler sets the stop flag, then "stopped" and exit 0.
  *   dumpwait stopcont
@@ -14,6 +18,7 @@
  * after a stop (SIGSTOP) and SIGCONT; then "eintr" and exit 0. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdint.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -105,6 +110,52 @@ static void* vforker(void* arg) {
   return NULL;
 }
 
+uint64_t spin_without_frame_pointer(volatile int* stop);
+uint64_t spin_without_unwind_tables(volatile int* stop);
+
+NOINLINE void wait_in_futex(void) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+  pthread_mutex_lock(&mu);
+  int rc = pthread_cond_wait(&cv, &mu);
+  disturbed("pthread_cond_wait", rc, 6);
+}
+
+NOINLINE void spin_in_user_code(void) {
+  static volatile int never;
+  uint64_t x = spin_without_frame_pointer(&never);
+  fprintf(stderr, "dumpwait: the spin ended (%llu)\n", (unsigned long long)x);
+  exit(7);
+}
+
+NOINLINE void spin_in_untabled_code(void) {
+  static volatile int never;
+  uint64_t x = spin_without_unwind_tables(&never);
+  fprintf(stderr, "dumpwait: the spin ended (%llu)\n", (unsigned long long)x);
+  exit(8);
+}
+
+static void* untabled(void* arg) {
+  (void)arg;
+  pthread_barrier_wait(&g_ready);
+  spin_in_untabled_code();
+  return NULL;
+}
+
+static void* futexer(void* arg) {
+  (void)arg;
+  pthread_barrier_wait(&g_ready);
+  wait_in_futex();
+  return NULL;
+}
+
+static void* spinner(void* arg) {
+  (void)arg;
+  pthread_barrier_wait(&g_ready);
+  spin_in_user_code();
+  return NULL;
+}
+
 static volatile sig_atomic_t g_stop = 0;
 
 static void on_term(int sig) {
@@ -146,12 +197,13 @@ int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], "term") == 0) return serve_until_term();
   int with_vfork = argc > 1 && strcmp(argv[1], "vfork") == 0 ? (argc > 2 ? atoi(argv[2]) : 1) : 0;
   if (with_vfork < 0 || with_vfork > 8) return 1;
+  int busy = argc > 1 && strcmp(argv[1], "busy") == 0 ? 3 : 0;
   static sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGUSR1);
   /* Blocked in every thread (inherited): only sigwait collects SIGUSR1. */
   pthread_sigmask(SIG_BLOCK, &set, NULL);
-  pthread_barrier_init(&g_ready, NULL, 5 + with_vfork);
+  pthread_barrier_init(&g_ready, NULL, 5 + with_vfork + busy);
   pthread_t t[4 + 8];
   pthread_create(&t[0], NULL, poller, NULL);
   pthread_create(&t[1], NULL, sleeper, NULL);
@@ -164,6 +216,14 @@ int main(int argc, char** argv) {
   for (int i = 0; i < with_vfork; ++i) {
     pthread_create(&t[4 + i], NULL, vforker, NULL);
     pthread_setname_np(t[4 + i], "vforker");
+  }
+  if (busy) {
+    pthread_create(&t[4], NULL, futexer, NULL);
+    pthread_create(&t[5], NULL, spinner, NULL);
+    pthread_setname_np(t[4], "futexer");
+    pthread_setname_np(t[5], "spinner");
+    pthread_create(&t[6], NULL, untabled, NULL);
+    pthread_setname_np(t[6], "untabled");
   }
   pthread_barrier_wait(&g_ready);
   printf("ready\n");

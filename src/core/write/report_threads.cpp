@@ -8,7 +8,6 @@
 #include "core/python/interleave.h"
 
 namespace faultline::core {
-namespace {
 
 const char* unwinder_name(Unwinder u) {
   switch (u) {
@@ -29,6 +28,8 @@ const char* unwinder_name(Unwinder u) {
   }
   return "none";
 }
+
+namespace {
 
 void write_registers(JsonWriter& w, const ucontext_t& uc) {
   ArchReg regs[kArchRegMax];

@@ -9,6 +9,9 @@
 
 namespace faultline::core {
 
+// A thread's "unwinder" as reports name it ("cfi", "cfi+frame-pointer", ...).
+const char* unwinder_name(Unwinder u);
+
 // "threads_total", "threads_cut" and "threads".
 void write_threads(JsonWriter& w, const Capture& c);
 
