@@ -34,10 +34,14 @@ volatile int g_dump_signo = 0;
 void* volatile g_dump_mark = nullptr;
 
 void dump_signal_taken_over(int signo) {
-  if (signo <= 0 || signo != g_dump_signo) return;
-  g_dump_signo = 0;  // the program's now: never put back over it
-  void* mark = g_dump_mark;
-  g_dump_mark = nullptr;
+  // A claim: of two threads setting the signal at once, one unmaps the mark
+  // (twice could unmap what the program mapped there in between).
+  int expected = signo;
+  if (signo <= 0 || !__atomic_compare_exchange_n(&g_dump_signo, &expected, 0, false,
+                                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    return;  // not the dump signal, or already the program's: never put back over it
+  }
+  void* mark = __atomic_exchange_n(&g_dump_mark, nullptr, __ATOMIC_ACQ_REL);
   if (mark) munmap(mark, 4096);
 }
 
