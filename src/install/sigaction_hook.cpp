@@ -21,6 +21,7 @@
 #include "core/crash_state.h"
 #include "core/signal/chain.h"
 #include "core/signal/chain_call.h"
+#include "core/signal/handler.h"
 #include "core/signal/shutdown.h"
 #include "install/dump_signal.h"
 
@@ -69,6 +70,16 @@ void record_later(int signo, const struct sigaction& act) {
   }
 }
 
+bool is_faultlines(const struct sigaction& a) {
+  return same_function(a, HandlerFn{reinterpret_cast<uintptr_t>(&crash_signal_handler), true});
+}
+
+// What the program set: faultline's crash handler, where that is what the
+// kernel holds, is none of the program's business.
+void program_view(int signo, struct sigaction* old) {
+  if (signo > 0 && signo < 65 && is_faultlines(*old)) *old = g_crash.previous[signo];
+}
+
 // A child that shares the parent's memory and has not run fork's child
 // handlers: vfork() or clone(CLONE_VM), as a shell or CPython's subprocess
 // uses before exec. Its resets of the handlers are its own (the kernel gave
@@ -97,7 +108,14 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
     errno = ENOSYS;
     return -1;
   }
-  if (in_a_child_sharing_memory()) return real(signo, act, old);
+  if (in_a_child_sharing_memory()) {
+    // The child's own table; where it still holds faultline's handler, the
+    // program's is the answer (its atfork handlers did not run: a raw
+    // clone, _Fork).
+    int rc = real(signo, act, old);
+    if (rc == 0 && old) program_view(signo, old);
+    return rc;
+  }
   bool mine = g_crash.installed && signo > 0 && signo < 65 && g_crash.handled[signo];
   if (mine && chain_call_active(signo)) {
     // The program's handler that faultline is running for this signal sets

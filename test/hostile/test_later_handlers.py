@@ -196,3 +196,13 @@ def test_the_report_names_the_path_the_program_was_started_by(tmp_path):
     path = os.path.join(r.report_dir, [n for n in fltest.listdir(r.report_dir)][0])
     shown = fltest.cli("show", path, check=True).stdout
     assert f"(started as {alias})" in shown, shown
+
+
+def test_a_raw_fork_child_is_told_the_program_s_handler():
+    # A child whose atfork handlers did not run (a raw clone(), _Fork) sets
+    # a handler: the one it replaced is the program's, not faultline's.
+    r = fltest.run([LATER, "fork-query"])
+    assert r.returncode == 0 and r.stderr == "fork-query: own\n", r.stderr
+    base = fltest.run([LATER, "fork-query"], preload=False)
+    assert base.returncode == 0 and base.stderr == "fork-query: own\n", base.stderr
+
