@@ -68,6 +68,7 @@ void record_later(int signo, const struct sigaction& act) {
   } else {
     g_crash.previous_is_python &= ~bit;
   }
+  if (is_shutdown(signo)) restart_like_program(signo);
 }
 
 bool is_faultlines(const struct sigaction& a) {
@@ -89,12 +90,28 @@ bool in_a_child_sharing_memory() {
   return g_crash.pid != 0 && sys_getpid() != g_crash.pid;
 }
 
+// SIG_DFL or SIG_IGN, the way signal() and sigaction() say them.
+bool no_function(const struct sigaction& act) {
+  return !(act.sa_flags & SA_SIGINFO) && (act.sa_handler == SIG_DFL || act.sa_handler == SIG_IGN);
+}
+
 bool ours(int signo) {
   return g_stay_in_front && g_crash.installed && signo > 0 && signo < 65 &&
          g_crash.handled[signo] && (g_stay_in_front_of_shutdown || !is_shutdown(signo));
 }
 
 }  // namespace
+
+void restart_like_program(int signo) {
+  SigactionFn real = resolve();
+  struct sigaction cur;
+  if (!real || real(signo, nullptr, &cur) != 0) return;
+  if (!is_faultlines(cur)) return;
+  int restart = g_crash.previous[signo].sa_flags & SA_RESTART;
+  if ((cur.sa_flags & SA_RESTART) == restart) return;
+  cur.sa_flags = (cur.sa_flags & ~SA_RESTART) | restart;
+  real(signo, &cur, nullptr);
+}
 
 }  // namespace faultline::core
 
@@ -138,10 +155,12 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
     if (rc == 0 && act) dump_signal_taken_over(signo);
     return rc;
   }
-  if (act && !(act->sa_flags & SA_SIGINFO) &&
-      (act->sa_handler == SIG_DFL || act->sa_handler == SIG_IGN)) {
+  if (act && no_function(*act) && !(is_shutdown(signo) && act->sa_handler == SIG_DFL)) {
     // signal(sig, SIG_DFL); raise(sig): the program means to die (or to
     // ignore) as it would without us. faultline steps aside for this signal.
+    // A shutdown signal's SIG_DFL is recorded (a library restoring the
+    // handler it saved): its report comes before the default action. Its
+    // SIG_IGN is the kernel's, inherited across exec as without faultline.
     g_crash.handled[signo] = false;
     struct sigaction previous = g_crash.previous[signo];
     int rc = real(signo, act, nullptr);

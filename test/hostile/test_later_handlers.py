@@ -206,3 +206,31 @@ def test_a_raw_fork_child_is_told_the_program_s_handler():
     base = fltest.run([LATER, "fork-query"], preload=False)
     assert base.returncode == 0 and base.stderr == "fork-query: own\n", base.stderr
 
+
+def test_a_shutdown_handler_s_restarted_call_restarts_as_without_faultline(tmp_path):
+    # Under torchrun faultline reports the SIGTERM and hands it to the
+    # program's SA_RESTART handler: the read the signal landed in goes on
+    # (it returned EINTR: faultline's own handler did not say SA_RESTART).
+    outs = []
+    for preload in (False, True):
+        e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
+        e.pop("LD_PRELOAD", None)
+        e.update(TORCHELASTIC_RUN_ID="restart-test", RANK="0", WORLD_SIZE="1")
+        if preload:
+            e.update(LD_PRELOAD=fltest.LIB, FAULTLINE_DIR=str(tmp_path))
+        p = subprocess.Popen([LATER, "term-restart"], env=e, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert p.stderr.readline() == "ready\n"
+        p.send_signal(signal.SIGTERM)
+        # The handler's line (after faultline's): the signal was taken
+        # before the go-ahead.
+        line = p.stderr.readline()
+        while line not in ("handled\n", ""):
+            line = p.stderr.readline()
+        assert line == "handled\n"
+        out, err = p.communicate("go\n", timeout=60)
+        outs.append((p.returncode, out))
+    assert outs[0] == (0, "read 3 errno 0\n")
+    assert outs[1] == outs[0], outs
+    (name,) = [n for n in os.listdir(tmp_path) if n.endswith(".json")]
+    assert json.load(open(tmp_path / name))["kind"] == "shutdown"
