@@ -106,6 +106,7 @@ int faultline_exception_report(const char* type, const char* message, const char
   __atomic_store_n(&e.set, 1, __ATOMIC_RELEASE);  // dump_work takes it as kException
   // Called, not signalled: this thread may block the dump signal.
   int before = dumps_written();
+  DumpSignalHeld held;  // a real one meanwhile: written after this one
   dump_here();
   __atomic_store_n(&e.set, 0, __ATOMIC_RELEASE);
   return dumps_written() > before ? 0 : -EIO;

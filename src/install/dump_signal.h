@@ -3,6 +3,9 @@
 // all its threads and go on. Install time only.
 #pragma once
 
+#include <pthread.h>
+#include <signal.h>
+
 namespace faultline::core {
 
 // Makes `signo` the dump signal (0: none), putting back the handler of the
@@ -32,5 +35,25 @@ extern void* volatile g_dump_mark;
 
 // The dump signal installed now; 0 when there is none.
 int installed_dump_signal();
+
+// Holds the dump signal on this thread while in scope, around a dump made
+// by a call: a real dump signal arriving meanwhile would find the call's
+// claim, its own thread's, and be dropped. Held, it is delivered (and
+// written) once the scope ends.
+class DumpSignalHeld {
+ public:
+  DumpSignalHeld() {
+    sigset_t held;
+    sigemptyset(&held);
+    if (int signo = installed_dump_signal(); signo > 0) sigaddset(&held, signo);
+    pthread_sigmask(SIG_BLOCK, &held, &saved_);
+  }
+  ~DumpSignalHeld() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  DumpSignalHeld(const DumpSignalHeld&) = delete;
+  DumpSignalHeld& operator=(const DumpSignalHeld&) = delete;
+
+ private:
+  sigset_t saved_;
+};
 
 }  // namespace faultline::core

@@ -33,6 +33,7 @@
 #include "core/modules/module_snapshot.h"
 #include "core/python/walker.h"
 #include "core/signal/chain.h"
+#include "core/signal/chain_call.h"
 #include "core/signal/crash_stack.h"
 #include "core/signal/handler.h"
 #include "core/signal/shutdown.h"
@@ -311,6 +312,7 @@ void install_crash_handlers(const Config* cfg) {
       }
       if (real_sigaction(s, &sa, &g_crash.previous[s]) == 0) {
         g_crash.handled[s] = true;
+        if (is_shutdown(s)) restart_like_program(s);
       }
     } else if (!want && g_crash.handled[s]) {
       real_sigaction(s, &g_crash.previous[s], nullptr);
@@ -353,7 +355,11 @@ extern "C" int faultline_install(const faultline_options* caller) {
   read_scrub_settings(cfg);
   read_crash_limits(cfg);
   copy_options(cfg, opts);
-  cfg->signals |= shutdown_init(job_identity_present());  // SIGTERM: under torchrun
+  // SIGTERM and SIGINT under torchrun, where the program keeps its own view
+  // of them: the interposer stays in front, or the library came late (a
+  // dlopen, after the program's run time set its handlers).
+  bool program_view_kept = opts->stay_in_front != 0 || !g_sigaction_interposed;
+  cfg->signals |= shutdown_init(job_identity_present(), program_view_kept);
   int dump_signo = choose_dump_signal(opts);
   cfg->dump_signal = dump_signo;
   g_crash.pid = sys_getpid();
@@ -367,7 +373,7 @@ extern "C" int faultline_install(const faultline_options* caller) {
   set_thread_altstacks(opts->thread_altstacks != 0);
   hook_terminate(first);
   g_stay_in_front = opts->stay_in_front != 0;
-  g_stay_in_front_of_shutdown = g_stay_in_front && faultline::install::stay_in_front_asked();
+  g_stay_in_front_of_shutdown = g_stay_in_front;
   if (!g_argv_from_constructor) read_cmdline(cfg);
   if (first) read_exec_name(cfg);
   record_start_time(cfg);

@@ -276,12 +276,6 @@ void options_defaults(faultline_options* opts) {
   resolve_signal_conflicts(opts, dump ? SIGUSR2 : 0);
 }
 
-bool stay_in_front_asked() {
-  // Quietly: options_defaults already warned about a bad value.
-  const char* v = secure_getenv("FAULTLINE_STAY_IN_FRONT");
-  return v && (str_eq(v, "1") || str_eq(v, "yes") || str_eq(v, "true") || str_eq(v, "on"));
-}
-
 // A deployment switch, like the unwinder: not a field of faultline_options.
 void read_chain_order(Config* cfg) {
   cfg->chain_order = ChainOrder::kHandlerFirst;

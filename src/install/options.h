@@ -39,10 +39,6 @@ void read_crash_limits(core::Config* cfg);
 // program has its own handler behind faultline's (core/signal/chain.h).
 void read_chain_order(core::Config* cfg);
 
-// Whether FAULTLINE_STAY_IN_FRONT is set to a true value (not just the
-// default): faultline then stays in front for the shutdown signals too.
-bool stay_in_front_asked();
-
 // faultline_options_init_sized(): the defaults for the first `size` bytes.
 int options_init(faultline_options* opts, size_t size);
 

@@ -21,6 +21,7 @@
 #include "core/crash_state.h"
 #include "core/signal/chain.h"
 #include "core/signal/chain_call.h"
+#include "core/signal/handler.h"
 #include "core/signal/shutdown.h"
 #include "install/dump_signal.h"
 
@@ -34,10 +35,14 @@ volatile int g_dump_signo = 0;
 void* volatile g_dump_mark = nullptr;
 
 void dump_signal_taken_over(int signo) {
-  if (signo <= 0 || signo != g_dump_signo) return;
-  g_dump_signo = 0;  // the program's now: never put back over it
-  void* mark = g_dump_mark;
-  g_dump_mark = nullptr;
+  // A claim: of two threads setting the signal at once, one unmaps the mark
+  // (twice could unmap what the program mapped there in between).
+  int expected = signo;
+  if (signo <= 0 || !__atomic_compare_exchange_n(&g_dump_signo, &expected, 0, false,
+                                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    return;  // not the dump signal, or already the program's: never put back over it
+  }
+  void* mark = __atomic_exchange_n(&g_dump_mark, nullptr, __ATOMIC_ACQ_REL);
   if (mark) munmap(mark, 4096);
 }
 
@@ -63,6 +68,17 @@ void record_later(int signo, const struct sigaction& act) {
   } else {
     g_crash.previous_is_python &= ~bit;
   }
+  if (is_shutdown(signo)) restart_like_program(signo);
+}
+
+bool is_faultlines(const struct sigaction& a) {
+  return same_function(a, HandlerFn{reinterpret_cast<uintptr_t>(&crash_signal_handler), true});
+}
+
+// What the program set: faultline's crash handler, where that is what the
+// kernel holds, is none of the program's business.
+void program_view(int signo, struct sigaction* old) {
+  if (signo > 0 && signo < 65 && is_faultlines(*old)) *old = g_crash.previous[signo];
 }
 
 // A child that shares the parent's memory and has not run fork's child
@@ -74,12 +90,28 @@ bool in_a_child_sharing_memory() {
   return g_crash.pid != 0 && sys_getpid() != g_crash.pid;
 }
 
+// SIG_DFL or SIG_IGN, the way signal() and sigaction() say them.
+bool no_function(const struct sigaction& act) {
+  return !(act.sa_flags & SA_SIGINFO) && (act.sa_handler == SIG_DFL || act.sa_handler == SIG_IGN);
+}
+
 bool ours(int signo) {
   return g_stay_in_front && g_crash.installed && signo > 0 && signo < 65 &&
          g_crash.handled[signo] && (g_stay_in_front_of_shutdown || !is_shutdown(signo));
 }
 
 }  // namespace
+
+void restart_like_program(int signo) {
+  SigactionFn real = resolve();
+  struct sigaction cur;
+  if (!real || real(signo, nullptr, &cur) != 0) return;
+  if (!is_faultlines(cur)) return;
+  int restart = g_crash.previous[signo].sa_flags & SA_RESTART;
+  if ((cur.sa_flags & SA_RESTART) == restart) return;
+  cur.sa_flags = (cur.sa_flags & ~SA_RESTART) | restart;
+  real(signo, &cur, nullptr);
+}
 
 }  // namespace faultline::core
 
@@ -93,7 +125,14 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
     errno = ENOSYS;
     return -1;
   }
-  if (in_a_child_sharing_memory()) return real(signo, act, old);
+  if (in_a_child_sharing_memory()) {
+    // The child's own table; where it still holds faultline's handler, the
+    // program's is the answer (its atfork handlers did not run: a raw
+    // clone, _Fork).
+    int rc = real(signo, act, old);
+    if (rc == 0 && old) program_view(signo, old);
+    return rc;
+  }
   bool mine = g_crash.installed && signo > 0 && signo < 65 && g_crash.handled[signo];
   if (mine && chain_call_active(signo)) {
     // The program's handler that faultline is running for this signal sets
@@ -116,10 +155,12 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signo,
     if (rc == 0 && act) dump_signal_taken_over(signo);
     return rc;
   }
-  if (act && !(act->sa_flags & SA_SIGINFO) &&
-      (act->sa_handler == SIG_DFL || act->sa_handler == SIG_IGN)) {
+  if (act && no_function(*act) && !(is_shutdown(signo) && act->sa_handler == SIG_DFL)) {
     // signal(sig, SIG_DFL); raise(sig): the program means to die (or to
     // ignore) as it would without us. faultline steps aside for this signal.
+    // A shutdown signal's SIG_DFL is recorded (a library restoring the
+    // handler it saved): its report comes before the default action. Its
+    // SIG_IGN is the kernel's, inherited across exec as without faultline.
     g_crash.handled[signo] = false;
     struct sigaction previous = g_crash.previous[signo];
     int rc = real(signo, act, nullptr);

@@ -12,9 +12,8 @@
 namespace faultline::core {
 
 extern volatile int g_stay_in_front;
-// Also for the shutdown signals (SIGTERM, SIGINT): only when
-// FAULTLINE_STAY_IN_FRONT=1 is set, not by default (a program's graceful
-// shutdown handler is its own business).
+// Also for the shutdown signals (SIGTERM, SIGINT) where shutdown reports
+// are on (core/signal/shutdown.h): the same as g_stay_in_front.
 extern volatile int g_stay_in_front_of_shutdown;
 // The extent of the module that defines Py_FatalError (CPython's), found
 // at install and after loads until found; 0, 0 while none is known.
@@ -32,5 +31,11 @@ void find_python_module();
 // constructor): the loader's lookup, which no signal handler of a program
 // can need before faultline's install has run.
 SigactionFn sigaction_before_install();
+
+// A shutdown signal's handler (faultline's) restarts interrupted system
+// calls exactly when the program's handler behind it does (SA_RESTART):
+// the thread it lands on sees the EINTR, or not, it would without
+// faultline. Async-signal-safe.
+void restart_like_program(int signo);
 
 }  // namespace faultline::core

@@ -1,9 +1,11 @@
-"""Shutdown reports: under torchrun (TORCHELASTIC_RUN_ID set) or with
-FAULTLINE_SHUTDOWN_REPORTS=1, a SIGTERM leaves a report of kind "shutdown"
-with every thread's stacks, and then takes its normal course: the
-program's own handler, else the default action, else nothing when the
-program ignores it. SIGINT is left to Python's KeyboardInterrupt. The oracle is the same program without faultline: the
-exit status must be the same."""
+"""Shutdown reports: under torchrun (TORCHELASTIC_RUN_ID set), or with
+FAULTLINE_SHUTDOWN_REPORTS=1, the first SIGTERM or SIGINT leaves a report of
+kind "shutdown" with every thread's stacks, and then takes its normal
+course: the program's own handler (Python's KeyboardInterrupt, a Python
+SIGTERM handler), else the default action, else nothing when the program
+ignores it. The program keeps its own view of both signals
+(signal.getsignal). The oracle is the same program without faultline:
+exit status, output and getsignal answers must be the same."""
 import json
 import os
 import signal
@@ -14,10 +16,11 @@ import tempfile
 import pytest
 
 import fltest
+import pyenvs
 
 # Waits where a collective would: the report's Python frames must show it.
 PROGRAM = r"""
-import signal, sys, threading, time
+import ctypes, os, signal, sys, threading, time
 mode = sys.argv[1]
 if mode == "handler":
     def on_term(signo, frame):
@@ -33,8 +36,37 @@ elif mode == "interrupt":
             print("cleanup", flush=True)
             sys.exit(3)
     all_reduce_stand_in()
+elif mode == "continue":
+    # The program's handler goes on (a checkpoint): a thread blocked in a
+    # system call sees no EINTR; a later SIGINT is Python's alone.
+    signal.signal(signal.SIGTERM, lambda s, f: print("handled", flush=True))
+    libc = ctypes.CDLL(None, use_errno=True)
+    r, w = os.pipe()
+    def reader():
+        buf = ctypes.create_string_buffer(1)
+        n = libc.read(r, buf, 1)
+        print("worker read", n, "errno", ctypes.get_errno(), flush=True)
+    t = threading.Thread(target=reader, name="reader")
+    t.start()
+    def all_reduce_stand_in():
+        print("ready", flush=True)
+        sys.stdin.readline()  # the test's go-ahead, after its SIGTERM
+    def sync_grads():
+        all_reduce_stand_in()
+    sync_grads()
+    os.write(w, b"x")
+    t.join()
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(3600)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    sys.exit(0)
 elif mode == "ignore":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+elif mode == "restored":
+    old = signal.signal(signal.SIGTERM, lambda s, f: None)
+    signal.signal(signal.SIGTERM, old)  # a library's save and restore: SIG_DFL again
 threading.Thread(target=lambda: time.sleep(3600), daemon=True, name="worker").start()
 def all_reduce_stand_in():
     print("ready", flush=True)
@@ -50,24 +82,38 @@ sync_grads()
 
 TORCHRUN = {"TORCHELASTIC_RUN_ID": "stop-test", "RANK": "1", "WORLD_SIZE": "2",
             "LOCAL_RANK": "1", "GROUP_RANK": "0", "TORCHELASTIC_RESTART_COUNT": "0"}
-# Shutdown reports are off unless asked for, under torchrun too.
-REPORTS = dict(TORCHRUN, FAULTLINE_SHUTDOWN_REPORTS="1")
 
 
-def run_and_stop(mode, signo, env, preload=True):
-    """Starts the program, sends SIGNO once it is ready; returns (status, reports, stdout)."""
-    report_dir = tempfile.mkdtemp(prefix="faultline-shutdown-")
+def pythons():
+    """The interpreters the program's view is checked with: this one and
+    pyenv's oldest and newest supported."""
+    found = [pytest.param(sys.executable, id="this")]
+    for minor in ("3.8", "3.11", "3.13"):
+        prefix = pyenvs.pyenv_prefix(minor)
+        found.append(pytest.param(os.path.join(prefix, "bin", "python3") if prefix else None,
+                                  id="pyenv-" + minor))
+    return found
+
+
+def clean_env(env):
     e = {k: v for k, v in os.environ.items()
          if not k.startswith(("FAULTLINE_", "TORCHELASTIC_")) and k != "LD_PRELOAD"}
     e.update(env)
+    return e
+
+
+def run_and_stop(mode, signo, env, preload=True, python=sys.executable):
+    """Starts the program, sends SIGNO once it is ready; returns (status, reports, stdout)."""
+    report_dir = tempfile.mkdtemp(prefix="faultline-shutdown-")
+    e = clean_env(env)
     if preload:
         e["LD_PRELOAD"] = fltest.LIB
         e["FAULTLINE_DIR"] = report_dir
-    p = subprocess.Popen([sys.executable, "-c", PROGRAM, mode], env=e, stdin=subprocess.PIPE,
+    p = subprocess.Popen([python, "-c", PROGRAM, mode], env=e, stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.stdout.readline() == "ready\n"
     p.send_signal(signo)
-    if mode == "ignore":
+    if mode in ("ignore", "continue"):
         p.stdin.write("go\n")
         p.stdin.flush()
     out, err = p.communicate(timeout=60)
@@ -84,16 +130,22 @@ def python_functions(report):
             if f.get("kind") == "python"]
 
 
-# The program's SIGTERM handler, installed after faultline: by default it
-# replaces faultline's (no report); FAULTLINE_STAY_IN_FRONT=1 keeps faultline
-# in front, and the handler runs after the report.
-@pytest.mark.parametrize("mode,env", [("default", {}), ("handler", {"FAULTLINE_STAY_IN_FRONT": "1"})])
-def test_shutdown_report_then_the_signals_own_course(mode, env):
-    signo = signal.SIGTERM
-    baseline, none, base_out, _ = run_and_stop(mode, signo, TORCHRUN, preload=False)
-    status, reports, out, err = run_and_stop(mode, signo, dict(REPORTS, **env))
+# Default settings under torchrun. The program's own handlers are installed
+# after faultline's (CPython's KeyboardInterrupt handler at start-up, a
+# Python SIGTERM handler): faultline stays in front, reports, then hands the
+# signal on.
+@pytest.mark.parametrize("mode,signo", [("default", signal.SIGTERM), ("handler", signal.SIGTERM),
+                                        ("interrupt", signal.SIGINT),
+                                        ("restored", signal.SIGTERM)])
+@pytest.mark.parametrize("python", pythons())
+def test_shutdown_report_then_the_signals_own_course(mode, signo, python):
+    python = pyenvs.require(python)
+    baseline, _, base_out, _ = run_and_stop(mode, signo, TORCHRUN, preload=False, python=python)
+    status, reports, out, err = run_and_stop(mode, signo, TORCHRUN, python=python)
     assert status == baseline, err
     assert out == base_out  # the program's own handler ran (or did not) as without faultline
+    assert {"default": -signal.SIGTERM, "handler": 7, "interrupt": 3,
+            "restored": -signal.SIGTERM}[mode] == status
     (rep,) = reports
     fltest.validate(rep)
     assert rep["kind"] == "shutdown"
@@ -101,71 +153,87 @@ def test_shutdown_report_then_the_signals_own_course(mode, env):
     assert rep["diagnosis"]["category"] == "shutdown"
     assert rep["job"]["run_id"] == "stop-test" and rep["job"]["rank"] == 1
     fns = python_functions(rep)
-    assert "all_reduce_stand_in" in fns and "sync_grads" in fns
-    if mode == "default":
+    # Python frames where faultline's walker knows the interpreter (3.9 on).
+    walked = "/3.8." not in python
+    assert "all_reduce_stand_in" in fns or not walked, fns
+    if mode in ("default", "restored"):
+        assert "sync_grads" in fns or not walked
         assert len(rep["threads"]) >= 2  # every thread, the sleeping worker too
-    else:
+    elif mode == "handler":
         # The program's handler takes over and the process may go on: no
         # other thread is stopped (its system calls would see EINTR); their
         # Python stacks are still there.
         others = [t for t in rep["threads"] if not t.get("crashed")]
         assert others and not any(t.get("captured") for t in others), others
         assert all("not interrupted" in t.get("note", "") for t in others), others
-        assert any(f.get("kind") == "python" for t in others for f in t.get("frames", []))
+        assert any(f.get("kind") == "python" for t in others for f in t.get("frames", [])) or not walked
     # A stopped rank is no crash: no fatal-error text for log scrapers to
     # count, one line that says what the report is.
     assert "Fatal Python error" not in err and "Current thread" not in err, err
     assert "faultline: " in err and "shutdown" in err, err
 
 
-def test_own_handler_installed_after_faultline_runs_as_before():
-    baseline, _, base_out, _ = run_and_stop("handler", signal.SIGTERM, TORCHRUN, preload=False)
-    status, reports, out, err = run_and_stop("handler", signal.SIGTERM, REPORTS)
-    assert (status, out) == (baseline, base_out) == (7, "handled\n"), err
-    assert reports == []
-
-
-def test_sigint_is_still_keyboard_interrupt():
-    baseline, _, base_out, _ = run_and_stop("interrupt", signal.SIGINT, TORCHRUN, preload=False)
-    status, reports, out, err = run_and_stop("interrupt", signal.SIGINT, REPORTS)
-    assert (status, out) == (baseline, base_out) == (3, "cleanup\n"), err
-    assert reports == []
+def test_a_handler_that_goes_on_leaves_other_threads_alone_and_one_report():
+    baseline, _, base_out, _ = run_and_stop("continue", signal.SIGTERM, TORCHRUN, preload=False)
+    status, reports, out, err = run_and_stop("continue", signal.SIGTERM, TORCHRUN)
+    assert base_out == "handled\nworker read 1 errno 0\ninterrupted\n" and baseline == 0
+    assert (status, out) == (baseline, base_out), err
+    # The first signal's report; the later SIGINT is the program's alone.
+    (rep,) = reports
+    assert rep["kind"] == "shutdown" and rep["signal"]["name"] == "SIGTERM"
 
 
 def test_ignored_sigterm_stays_ignored_without_a_report():
     baseline, _, _, _ = run_and_stop("ignore", signal.SIGTERM, TORCHRUN, preload=False)
-    status, reports, _, err = run_and_stop("ignore", signal.SIGTERM, REPORTS)
+    status, reports, _, err = run_and_stop("ignore", signal.SIGTERM, TORCHRUN)
     assert baseline == 0 and status == 0, err
     assert reports == []
 
 
-def test_nothing_changes_by_default_under_torchrun_or_not():
-    for env in ({}, TORCHRUN):
-        status, reports, _, err = run_and_stop("default", signal.SIGTERM, env)
-        assert status == -signal.SIGTERM and reports == [], err
+def test_nothing_changes_by_default_outside_torchrun():
+    status, reports, _, err = run_and_stop("default", signal.SIGTERM, {})
+    assert status == -signal.SIGTERM and reports == [], err
+    status, reports, out, err = run_and_stop("interrupt", signal.SIGINT, {})
+    assert (status, out, reports) == (3, "cleanup\n", []), err
 
 
+# What libraries do with the handlers: ask, save and restore, ignore for a
+# while. Printed answers, compared with the same program's without faultline.
 PROBE = r"""
 import signal, sys
-old = signal.signal(signal.SIGTERM, lambda s, f: None)
-signal.signal(signal.SIGTERM, old)  # the save-and-restore libraries do
-print(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
+for s in (signal.SIGTERM, signal.SIGINT):
+    print(signal.Signals(s).name, signal.getsignal(s))
+    old = signal.signal(s, lambda n, f: None)
+    print("saved", old)
+    signal.signal(s, old)  # the save-and-restore libraries do
+    print("restored", signal.getsignal(s))
+    signal.signal(s, signal.SIG_IGN)
+    print("ignored", signal.getsignal(s))
+    signal.signal(s, old)
+    print("back", signal.getsignal(s))
 """
 
 
-def test_python_sees_sigterm_as_without_faultline_by_default():
-    e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
-    e.update(TORCHRUN, LD_PRELOAD=fltest.LIB)
-    p = subprocess.run([sys.executable, "-c", PROBE], env=e, capture_output=True, text=True,
-                       timeout=60)
-    assert p.returncode == 0 and p.stdout == "True\n", p.stdout + p.stderr
+@pytest.mark.parametrize("python", pythons())
+def test_python_sees_sigterm_and_sigint_as_without_faultline(python):
+    python = pyenvs.require(python)
+    outs = []
+    for preload in (False, True):
+        e = clean_env(TORCHRUN)
+        if preload:
+            e["LD_PRELOAD"] = fltest.LIB
+        p = subprocess.run([python, "-c", PROBE], env=e, capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+        outs.append(p.stdout)
+    assert "default_int_handler" in outs[0]
+    assert outs[1] == outs[0]
 
 
 def test_an_inherited_ignore_of_sigterm_is_kept():
     # A launcher (nohup, a service manager) made SIGTERM ignored: it stays
     # ignored in the process and its children, and nothing is reported.
-    e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
-    e.update(REPORTS, LD_PRELOAD=fltest.LIB)
+    e = clean_env(dict(TORCHRUN, LD_PRELOAD=fltest.LIB))
     script = "import os, sys; print(open('/proc/self/status').read().split('SigIgn:')[1].split()[0])"
     p = subprocess.run([sys.executable, "-c", script], env=e, capture_output=True, text=True,
                        timeout=60,
@@ -180,6 +248,20 @@ def test_the_setting_turns_it_on_and_off():
     assert status == -signal.SIGTERM, err
     (rep,) = reports
     assert rep["kind"] == "shutdown" and "job" not in fltest.validate(rep)
-    status, reports, _, err = run_and_stop("default", signal.SIGTERM,
-                                           dict(TORCHRUN, FAULTLINE_SHUTDOWN_REPORTS="0"))
+    for mode, signo, rc in (("default", signal.SIGTERM, -signal.SIGTERM),
+                            ("interrupt", signal.SIGINT, 3)):
+        status, reports, _, err = run_and_stop(mode, signo,
+                                               dict(TORCHRUN, FAULTLINE_SHUTDOWN_REPORTS="0"))
+        assert status == rc and reports == [], err
+
+
+def test_without_the_program_s_view_sigint_is_left_alone():
+    # FAULTLINE_STAY_IN_FRONT=0: no interposer to keep CPython's view, so no
+    # shutdown reports by default and never for SIGINT (KeyboardInterrupt
+    # needs CPython to see SIG_DFL at start-up).
+    env = dict(TORCHRUN, FAULTLINE_STAY_IN_FRONT="0")
+    status, reports, _, err = run_and_stop("default", signal.SIGTERM, env)
     assert status == -signal.SIGTERM and reports == [], err
+    status, reports, out, err = run_and_stop("interrupt", signal.SIGINT,
+                                             dict(env, FAULTLINE_SHUTDOWN_REPORTS="1"))
+    assert (status, out, reports) == (3, "cleanup\n", []), err

@@ -196,3 +196,41 @@ def test_the_report_names_the_path_the_program_was_started_by(tmp_path):
     path = os.path.join(r.report_dir, [n for n in fltest.listdir(r.report_dir)][0])
     shown = fltest.cli("show", path, check=True).stdout
     assert f"(started as {alias})" in shown, shown
+
+
+def test_a_raw_fork_child_is_told_the_program_s_handler():
+    # A child whose atfork handlers did not run (a raw clone(), _Fork) sets
+    # a handler: the one it replaced is the program's, not faultline's.
+    r = fltest.run([LATER, "fork-query"])
+    assert r.returncode == 0 and r.stderr == "fork-query: own\n", r.stderr
+    base = fltest.run([LATER, "fork-query"], preload=False)
+    assert base.returncode == 0 and base.stderr == "fork-query: own\n", base.stderr
+
+
+def test_a_shutdown_handler_s_restarted_call_restarts_as_without_faultline(tmp_path):
+    # Under torchrun faultline reports the SIGTERM and hands it to the
+    # program's SA_RESTART handler: the read the signal landed in goes on
+    # (it returned EINTR: faultline's own handler did not say SA_RESTART).
+    outs = []
+    for preload in (False, True):
+        e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
+        e.pop("LD_PRELOAD", None)
+        e.update(TORCHELASTIC_RUN_ID="restart-test", RANK="0", WORLD_SIZE="1")
+        if preload:
+            e.update(LD_PRELOAD=fltest.LIB, FAULTLINE_DIR=str(tmp_path))
+        p = subprocess.Popen([LATER, "term-restart"], env=e, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert p.stderr.readline() == "ready\n"
+        p.send_signal(signal.SIGTERM)
+        # The handler's line (after faultline's): the signal was taken
+        # before the go-ahead.
+        line = p.stderr.readline()
+        while line not in ("handled\n", ""):
+            line = p.stderr.readline()
+        assert line == "handled\n"
+        out, err = p.communicate("go\n", timeout=60)
+        outs.append((p.returncode, out))
+    assert outs[0] == (0, "read 3 errno 0\n")
+    assert outs[1] == outs[0], outs
+    (name,) = [n for n in os.listdir(tmp_path) if n.endswith(".json")]
+    assert json.load(open(tmp_path / name))["kind"] == "shutdown"

@@ -24,8 +24,17 @@
  *   query    installs the handler, asks for SIGSEGV's handler with
  *            sigaction(SIGSEGV, NULL, &old) and with signal(); prints
  *            "query: own" when both answer with the program's handler,
- *            else "query: other"; exits 0. */
+ *            else "query: other"; exits 0.
+ *   fork-query  installs the handler, then a raw clone() child (no atfork
+ *            handlers ran) sets another and prints "fork-query: own" when
+ *            the one it replaced is the program's, else "fork-query:
+ *            other"; exits with the child's status.
+ *   term-restart  an SA_RESTART SIGTERM handler that prints "handled"; says
+ *            "ready" and reads stdin once: prints "read N errno E" (a
+ *            restarted read returns what the test writes after its
+ *            SIGTERM; an interrupted one -1 and EINTR); exits 0. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -33,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -128,6 +138,11 @@ static void recover_handler(int sig) {
   siglongjmp(g_env, 1);
 }
 
+static void term_handler(int sig) {
+  (void)sig;
+  say("handled\n");
+}
+
 static void install(int flags, void (*fn)(int, siginfo_t*, void*)) {
   struct sigaction act;
   memset(&act, 0, sizeof act);
@@ -139,7 +154,7 @@ static void install(int flags, void (*fn)(int, siginfo_t*, void*)) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    say("usage: later_handler torch|vfork-torch|rearm|redis|recover|query [COUNT]\n");
+    say("usage: later_handler torch|vfork-torch|rearm|redis|recover|query|fork-query|term-restart [COUNT]\n");
     return 2;
   }
   const char* mode = argv[1];
@@ -186,6 +201,36 @@ int main(int argc, char** argv) {
     void (*prev)(int) = signal(SIGSEGV, recover_handler);
     own = own && prev == recover_handler;
     printf("query: %s\n", own ? "own" : "other");
+    return 0;
+  } else if (!strcmp(mode, "fork-query")) {
+    install(0, torch_handler);
+    pid_t child = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+    if (child == 0) {
+      struct sigaction mine, old;
+      memset(&mine, 0, sizeof mine);
+      memset(&old, 0, sizeof old);
+      mine.sa_handler = recover_handler;
+      sigemptyset(&mine.sa_mask);
+      sigaction(SIGSEGV, &mine, &old);
+      int own = (old.sa_flags & SA_SIGINFO) && old.sa_sigaction == torch_handler;
+      say(own ? "fork-query: own\n" : "fork-query: other\n");
+      _exit(0);
+    }
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, 0) != child) return 3;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 4;
+  } else if (!strcmp(mode, "term-restart")) {
+    struct sigaction act;
+    memset(&act, 0, sizeof act);
+    sigemptyset(&act.sa_mask);
+    act.sa_flags = SA_RESTART;
+    act.sa_handler = term_handler;
+    sigaction(SIGTERM, &act, NULL);
+    say("ready\n");
+    char buf[16];
+    ssize_t n = read(0, buf, sizeof buf);
+    int e = n < 0 ? errno : 0;
+    printf("read %zd errno %d\n", n, e);
     return 0;
   }
   say("unknown mode\n");

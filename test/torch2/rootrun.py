@@ -98,14 +98,15 @@ def torchrun_args(job, nproc=4):
 
 def torchrun_job(job, tmp_path):
     """Runs job under torchrun twice: without faultline (tmp_path/without)
-    and preloaded with shutdown reports asked for (tmp_path/with, they are
-    off by default). Returns (the run with faultline, the one without)."""
+    and preloaded with its default settings (tmp_path/with: shutdown reports
+    are on under torchrun). Returns (the run with faultline, the one
+    without)."""
     base_dir = tmp_path / "without"
     base_dir.mkdir()
     baseline = run(torchrun_args(job), base_dir, preload=False, timeout=300)
     work = tmp_path / "with"
     work.mkdir()
-    r = run(torchrun_args(job), work, env={"FAULTLINE_SHUTDOWN_REPORTS": "1"}, timeout=300)
+    r = run(torchrun_args(job), work, timeout=300)
     return r, baseline
 
 

@@ -225,6 +225,11 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
     errno = saved_errno;  // the program ignores it: so does faultline
     return;
   }
+  if (is_shutdown(signo) && shutdown_was_reported()) {
+    errno = saved_errno;  // one shutdown report: this one is the program's
+    chain(signo, info);
+    return;
+  }
   pid_t self = sys_gettid();
   bool from_kernel = !signal_sent_by_process(info->si_code);
   ThreadState* state = from_kernel ? thread_state_find() : nullptr;
@@ -284,6 +289,7 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
     return;
   }
   errno = saved_errno;
+  if (is_shutdown(report_signo)) shutdown_reported();
   // The program's own handler runs next and may recover (a JIT, a runtime):
   // a later crash deserves its own report.
   if (chain(signo, info)) {

@@ -1,16 +1,22 @@
-// Shutdown reports: SIGTERM, reported as kind "shutdown" before it takes
-// its normal course (the program's own handler, else the default action).
-// FAULTLINE_SHUTDOWN_REPORTS=1 turns it on: under torchrun, which stops a
-// job's surviving ranks with SIGTERM when one fails, each then leaves the
-// stacks it was stopped in. Never over an ignored SIGTERM (inherited SIG_IGN).
+// Shutdown reports: SIGTERM and SIGINT, reported as kind "shutdown" before
+// they take their normal course (the program's own handler, else the
+// default action). On by default under torchrun, which stops a job's
+// surviving ranks with SIGTERM when one fails: each then leaves the stacks
+// it was stopped in. FAULTLINE_SHUTDOWN_REPORTS=0 turns them off, =1 on for
+// other launchers. Never over an ignored signal (inherited SIG_IGN), and
+// one report per process: the first such signal's.
 //
-// Not SIGINT: CPython installs its KeyboardInterrupt handler only over the
-// default disposition, so with faultline's handler there first a program's
-// `except KeyboardInterrupt` cleanup would never run.
+// The program keeps its own view of both signals: the sigaction()
+// interposer (install/sigaction_hook.cpp) answers queries with the
+// program's handler and records the handlers it sets, while faultline's
+// stays in front. So CPython installs its KeyboardInterrupt handler as it
+// would, and signal.getsignal() answers as without faultline. Without that
+// view (FAULTLINE_STAY_IN_FRONT=0 with the library preloaded), SIGINT is
+// left alone and SIGTERM is only reported when asked for.
 //
 // Use:
-//   cfg->signals |= shutdown_init(job_identity_present());  // install time
-//   if (is_shutdown(signo)) ...                              // crash time
+//   cfg->signals |= shutdown_init(job_identity_present(), in_front);  // install
+//   if (is_shutdown(signo)) ...                                       // crash time
 #pragma once
 
 #include <signal.h>
@@ -25,14 +31,16 @@ void shutdown_set(uint64_t mask);
 // Install time: the signals to add to the handled set. Inline so that
 // getenv is compiled into the install-time caller, never into the crash
 // path. secure_getenv: a setuid program's caller does not turn it on.
-inline uint64_t shutdown_init(bool in_job) {
+// `program_view_kept`: the program sees its own handlers behind
+// faultline's (the interposer stays in front, or faultline was loaded
+// after the program's run time had set its handlers).
+inline uint64_t shutdown_init(bool in_job, bool program_view_kept) {
   const char* v = secure_getenv("FAULTLINE_SHUTDOWN_REPORTS");
-  // Off unless asked for, under torchrun too: faultline's SIGTERM handler
-  // is a C handler to Python, so signal.getsignal(SIGTERM) says None and a
-  // library that saves and restores the handler fails.
-  (void)in_job;
-  bool on = v && *v && !(v[0] == '0' && v[1] == '\0');
-  uint64_t mask = on ? 1ull << SIGTERM : 0;
+  bool asked = v && *v;
+  bool on = asked ? !(v[0] == '0' && v[1] == '\0') : in_job && program_view_kept;
+  uint64_t mask = 0;
+  if (on) mask |= 1ull << SIGTERM;
+  if (on && program_view_kept) mask |= 1ull << SIGINT;
   shutdown_set(mask);
   return mask;
 }
@@ -43,5 +51,11 @@ bool is_shutdown(int signo);
 // Crash time: the program ignores this shutdown signal (SIG_IGN behind
 // faultline's handler): it is ignored as without faultline, no report.
 bool shutdown_ignored(int signo);
+
+// Crash time: a shutdown report was written already (the program's own
+// handler took the first signal and went on): later ones are only handed
+// on. shutdown_reported() records it.
+bool shutdown_was_reported();
+void shutdown_reported();
 
 }  // namespace faultline::core
