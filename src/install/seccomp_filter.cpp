@@ -140,8 +140,8 @@ int signals_sent(int* out, int cap) {
   auto add = [&](int s) {
     if (s > 0 && n < cap) out[n++] = s;
   };
-  static const int kFixed[] = {SIGSEGV, SIGBUS, SIGILL,  SIGFPE, SIGABRT,
-                               SIGTRAP, SIGSYS, SIGALRM, SIGTERM};
+  static const int kFixed[] = {SIGSEGV, SIGBUS, SIGILL,  SIGFPE,  SIGABRT,
+                               SIGTRAP, SIGSYS, SIGALRM, SIGTERM, SIGINT};
   for (int s : kFixed) add(s);
   add(g_crash.config.thread_signal > 0 ? g_crash.config.thread_signal : SIGRTMAX - 3);
   add(g_crash.config.dump_signal);
