@@ -14,6 +14,7 @@ import glob
 import json
 import os
 import signal
+import subprocess
 
 import pytest
 
@@ -127,3 +128,26 @@ def test_pointer_authentication(programs, lib, tmp_path):
     ours = native_pcs(crashed_thread(report))
     theirs = [pc for pc, _ in d.threads[0][1]]
     assert len(theirs) >= 2 and theirs == ours[:len(theirs)], f"report {[hex(p) for p in ours]}\n{d.out}"
+
+
+def test_upload_attaches_it(programs, lib, tmp_path):
+    """The x86-64 faultline command sends the aarch64 minidump with its
+    report: with the server unreachable, the envelope it keeps holds the
+    .dmp, byte for byte, as the event's minidump."""
+    cli = os.environ.get("FAULTLINE_CLI", "")
+    if not os.path.exists(cli):
+        pytest.skip("the faultline command is not built in this tree")
+    report, _ = crash_with_minidump(programs["nofp"], "segv", lib, tmp_path)
+    path = glob.glob(str(tmp_path / "faultline-*.json"))[0]
+    # Port 9 of this machine: nothing listens, the connection is refused.
+    r = subprocess.run([cli, "upload", "--dsn", "http://key@127.0.0.1:9/1", "--retries", "0",
+                        "--timeout", "5", path], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "kept in" in r.stderr, r.stderr
+    envelopes = glob.glob(str(tmp_path / ".faultline-spool" / "*.envelope"))
+    assert len(envelopes) == 1, r.stderr
+    with open(envelopes[0], "rb") as f:
+        envelope = f.read()
+    with open(tmp_path / report["minidump"], "rb") as f:
+        dump = f.read()
+    assert b'"attachment_type":"event.minidump"' in envelope
+    assert dump in envelope and b'"arm64"' in envelope
