@@ -8,6 +8,8 @@ name wherever ctest runs it from:
 - faulthandler_text, interleave_oracle: CPython's own faulthandler text, and
   gdb and faulthandler as oracles of a report's merged stacks;
 - symtools: llvm-symbolizer and ELF helpers;
+- lldb_minidump: lldb-14 reading a minidump (the minidump suites, x86-64's
+  and aarch64's);
 - reportgen: synthetic reports (also for bench/triage_bench.py).
 
 A helper only one suite uses stays beside that suite: a suite's own folder is

@@ -38,6 +38,24 @@ def library():
     return lib
 
 
+# The crash programs' builds: -O2 without frame pointers, without and with
+# pointer authentication.
+VARIANTS = {
+    "nofp": ["-O2", "-fomit-frame-pointer"],
+    "pac": ["-O2", "-fomit-frame-pointer", "-mbranch-protection=standard"],
+}
+
+
+def compile_variants(tmp_path_factory, source, extra=()):
+    """source (a file of test/aarch64) built in each of VARIANTS: {variant: path}."""
+    require_tools()
+    d = tmp_path_factory.mktemp("arm64-programs")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), source)
+    stem = os.path.splitext(source)[0]
+    return {v: compile_program(src, str(d / f"{stem}-{v}"), flags + list(extra))
+            for v, flags in VARIANTS.items()}
+
+
 def compile_program(src, out, flags):
     require_tools()
     subprocess.run([CC, "-g", "-no-pie", "-pthread", *flags, src, "-o", out], check=True)

@@ -21,27 +21,8 @@ import pytest
 
 import arm64
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 CHAIN = ["chain_leaf", "chain_middle", "chain_outer"]
-VARIANTS = {
-    "nofp": ["-O2", "-fomit-frame-pointer"],
-    "pac": ["-O2", "-fomit-frame-pointer", "-mbranch-protection=standard"],
-}
 SCHEMA = json.load(open(os.path.join(arm64.SOURCE, "schema", "faultline-1.schema.json")))
-
-
-@pytest.fixture(scope="module")
-def lib():
-    return arm64.library()
-
-
-@pytest.fixture(scope="module")
-def programs(tmp_path_factory):
-    arm64.require_tools()
-    d = tmp_path_factory.mktemp("arm64-programs")
-    src = os.path.join(HERE, "crashchain.c")
-    return {v: arm64.compile_program(src, str(d / ("crashchain-" + v)), flags)
-            for v, flags in VARIANTS.items()}
 
 
 def the_report(directory):
@@ -98,7 +79,7 @@ def test_pac_variant_signs_return_addresses(programs):
     assert re.search(r"\bpaciasp\b", out) and re.search(r"\bautiasp\b", out)
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", sorted(arm64.VARIANTS))
 @pytest.mark.parametrize("mode", ["segv", "abort"])
 def test_crash_frames_match_gdb(variant, mode, programs, lib, tmp_path):
     program = programs[variant]
@@ -136,7 +117,7 @@ def test_crash_frames_match_gdb(variant, mode, programs, lib, tmp_path):
         assert ours(names)[: len(gdb)] == gdb, (names, gdb)
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", sorted(arm64.VARIANTS))
 def test_through_the_signal_trampoline(variant, programs, lib, tmp_path):
     """A crash in a signal handler: the unwind crosses qemu's trampoline
     (an anonymous page, no tables, no symbol) by its instructions and goes

@@ -16,6 +16,7 @@
 #include "core/base/arena.h"
 #include "core/base/safe_read.h"
 #include "core/minidump/minidump.h"
+#include "core/minidump/minidump_arch.h"
 #include "core/modules/modules.h"
 
 using namespace faultline::core;
@@ -60,10 +61,11 @@ extern "C" __attribute__((noinline)) int md_leaf() {
   static CaptureErrors errors;
   collect_modules(&table, &arena, &errors);
   static MinidumpThread threads[kMax + 1];
+  static ArchThreadRegs regs[kMax + 1];
   for (int i = 0; i <= g_n; ++i) {
+    minidump_save_regs(&regs[i], g_ctx[i], /*foreign_fp=*/true);
     threads[i].tid = g_tid[i];
-    threads[i].gregs = g_ctx[i].uc_mcontext.gregs;
-    threads[i].fpregs = g_ctx[i].uc_mcontext.fpregs;
+    threads[i].regs = &regs[i];
   }
   static const char cmdline[] = "mdgen\0test";
   MinidumpInput in = {};

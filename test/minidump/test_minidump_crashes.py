@@ -3,11 +3,10 @@ lldb-14 opens each crash test scenario's .dmp as a core file, and its
 backtrace of every thread is checked against the JSON report written by the
 same crash: the same threads (by tid), the crashing thread first with the
 report's frames, and every other thread starting at the pc the report gives
-(its registers come from that thread's own signal context)."""
+(its registers come from that thread's own signal context); the crashing
+thread's registers are the report's."""
 import json
 import os
-import re
-import shutil
 import signal
 import subprocess
 import time
@@ -15,8 +14,9 @@ import time
 import pytest
 
 import fltest
+import lldb_minidump
+from lldb_minidump import LLDB, function_names, is_subsequence
 
-LLDB = shutil.which("lldb-14")
 CRASHER = fltest.program("crasher")
 THREADS = fltest.program("threads")
 DRIVER = fltest.program("api_driver")
@@ -46,42 +46,6 @@ SCENARIOS = {
     "uncaught-exception": ([DRIVER, "terminate-runtime"], "SIGABRT", ["throw_it", "main"]),
     "python": (["/usr/bin/python3", "-c", PYJOB], "SIGSEGV", []),
 }
-
-FRAME_RE = re.compile(r"^\s*\*?\s*frame #(\d+): (0x[0-9a-f]+) (.*)$")
-IMAGE_RE = re.compile(r"^\[\s*\d+\] ([0-9A-F-]+) (0x[0-9a-f]+) ")
-THREAD_RE = re.compile(r"^\s*\*?\s*thread #(\d+): tid = (\d+)")
-
-
-def lldb(dump, exe):
-    """lldb's threads: [(tid, [(pc, text), ...])] in lldb's order, its
-    modules {base: uuid hex}, and its output."""
-    p = subprocess.run([LLDB, "--batch", "-c", dump, exe, "-o", "thread list",
-                        "-o", "thread backtrace all", "-o", "image list", "-o", "version"],
-                       capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
-    out = p.stdout
-    # "version" last: lldb has written the whole backtrace before it.
-    assert "(lldb) version" in out, out + p.stderr
-    listing, _, rest = out.partition("(lldb) thread backtrace all")
-    tids = [int(m.group(2)) for m in map(THREAD_RE.match, listing.splitlines()) if m]
-    rest, _, images = rest.partition("(lldb) image list")
-    modules = {}
-    for line in images.split("(lldb) version")[0].splitlines():
-        if m := IMAGE_RE.match(line):
-            modules[int(m.group(2), 16)] = m.group(1).replace("-", "").lower()
-    backtraces = []
-    for line in rest.splitlines():
-        if re.match(r"^\s*\*?\s*thread #\d+", line):
-            backtraces.append([])
-        elif (m := FRAME_RE.match(line)) and backtraces:
-            backtraces[-1].append((int(m.group(2), 16), m.group(3)))
-    assert len(tids) == len(backtraces), out
-    return list(zip(tids, backtraces)), modules, out
-
-
-def is_subsequence(small, big):
-    it = iter(big)
-    return all(any(x == y for y in it) for x in small)
-
 
 def native_pcs(thread):
     return [int(f["pc"], 16) for f in thread["frames"] if f["kind"] == "native"]
@@ -115,7 +79,8 @@ def test_lldb_reads_the_minidump_of_every_crash(name, tmp_path):
     assert rep["faultline"]["phases_ns"]["minidump"] > 0
     assert sorted(fltest.listdir(tmp_path)) == sorted([report_name, dump_name])  # no temporary left
 
-    threads, modules, out = lldb(dump, argv[0])
+    d = lldb_minidump.read(dump, argv[0])
+    threads, modules, out = d.threads, d.modules, d.out
     # The same modules at the same addresses, each with the build-id the
     # report gives (lldb shows the CodeView record's 16 bytes, or the whole
     # build-id of the file it matched them with).
@@ -139,12 +104,16 @@ def test_lldb_reads_the_minidump_of_every_crash(name, tmp_path):
     # report is one of lldb's, in the same order (lldb adds inlined frames;
     # a 256-frame recursion goes deeper than the 32 KiB stack window).
     assert theirs[0] == ours[0], out
+    # Its registers are the report's: both come from its signal context.
+    regs = {name: int(value, 16) for name, value in crashed["registers"].items()}
+    regs["rflags"] = regs.pop("eflags")
+    for name in ["rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "rip", "rflags"] + \
+            [f"r{i}" for i in range(8, 16)]:
+        assert d.registers.get(name) == regs[name], f"{name}: {d.registers.get(name)}\n{out}"
     ours = ours[:64]
     assert is_subsequence(ours, theirs), f"report {[hex(p) for p in ours]}\n{out}"
     # lldb names the test program's functions in call order.
-    named = [re.sub(r"^\(anonymous namespace\)::", "", text.split("`", 1)[1]).split("(")[0].split(" ")[0]
-             for _, text in threads[0][1] if "`" in text]
-    assert is_subsequence(functions, named), out
+    assert is_subsequence(functions, function_names(threads[0][1])), out
     # The other threads start where the report says: their own registers.
     for tid, frames in threads[1:]:
         t = report_threads[tid]

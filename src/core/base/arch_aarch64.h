@@ -61,27 +61,37 @@ inline uintptr_t pthread_self_address() {
   return reinterpret_cast<uintptr_t>(pthread_self());
 }
 
-// The ESR record the kernel adds for a fault (0 where it is absent: qemu
-// user mode, a signal sent by kill). The records in __reserved lie in the
-// context itself, written by the kernel; the walk stays inside it.
-inline uint64_t uc_esr(const ucontext_t& uc) {
-  constexpr uint32_t kEsrMagic = 0x45535201;
+// A record of the context's chain in __reserved (FP/SIMD, ESR...) by its
+// magic: its first byte, or nullptr where the chain has none of at least
+// size bytes. The records lie in the context itself, written by the
+// kernel; the walk stays inside it.
+inline const unsigned char* uc_record(const ucontext_t& uc, uint32_t want, uint32_t size) {
   const unsigned char* p = uc.uc_mcontext.__reserved;
   size_t at = 0;
-  while (at + 16 <= sizeof uc.uc_mcontext.__reserved) {
-    uint32_t magic, size;
+  while (at + 8 <= sizeof uc.uc_mcontext.__reserved) {
+    uint32_t magic, len;
     __builtin_memcpy(&magic, p + at, 4);
-    __builtin_memcpy(&size, p + at + 4, 4);
-    if (magic == 0 || size < 8 || size > sizeof uc.uc_mcontext.__reserved - at) return 0;
-    if (magic == kEsrMagic) {
-      uint64_t esr;
-      __builtin_memcpy(&esr, p + at + 8, 8);
-      return esr;
-    }
-    at += size;
+    __builtin_memcpy(&len, p + at + 4, 4);
+    if (magic == 0 || len < 8 || len > sizeof uc.uc_mcontext.__reserved - at) return nullptr;
+    if (magic == want) return len >= size ? p + at : nullptr;
+    at += len;
   }
-  return 0;
+  return nullptr;
 }
+
+// The ESR record the kernel adds for a fault (0 where it is absent: qemu
+// user mode, a signal sent by kill).
+inline uint64_t uc_esr(const ucontext_t& uc) {
+  constexpr uint32_t kEsrMagic = 0x45535201;
+  const unsigned char* r = uc_record(uc, kEsrMagic, 16);
+  uint64_t esr = 0;
+  if (r) __builtin_memcpy(&esr, r + 8, 8);
+  return esr;
+}
+
+// The FP/SIMD record (the kernel's fpsimd_context): fpsr at 8, fpcr at 12,
+// v0-v31 from 16. The first record of every signal frame.
+constexpr uint32_t kFpsimdMagic = 0x46508001, kFpsimdSize = 16 + 32 * 16;
 
 inline PageFault uc_page_fault(const ucontext_t& uc) {
   constexpr uint64_t kEcInsnAbortLower = 0x20, kEcDataAbortLower = 0x24;
@@ -97,12 +107,13 @@ inline PageFault uc_page_fault(const ucontext_t& uc) {
   return f;
 }
 
-// The registers the report lists, in its order; returns how many. The
-// ESR only where the kernel gave it.
-// A thread's registers as the minidump would keep them (none is written on
-// aarch64 yet: doc/aarch64.md).
+// A thread's registers as the minidump keeps them (minidump/minidump_arch.h).
 struct ArchThreadRegs {
-  uint64_t regs[34];  // x0-x30, sp, pc, pstate
+  uint64_t x[31];
+  uint64_t sp, pc, pstate;
+  uint32_t fpsr, fpcr;
+  unsigned char v[32 * 16];  // v0-v31
+  bool have_fp;
 };
 
 // Calls body(fn, arg) with the stack pointer at top (16-byte aligned), and
@@ -125,6 +136,8 @@ inline void call_on_stack(char* top, void (*body)(void (*)(void*), void*), void 
         "v28", "v29", "v30", "v31");
 }
 
+// The registers the report lists, in its order; returns how many. The
+// ESR only where the kernel gave it.
 constexpr int kArchRegMax = 36;
 inline int uc_registers(const ucontext_t& uc, ArchReg* out) {
   const mcontext_t& m = uc.uc_mcontext;

@@ -67,8 +67,7 @@ inline PageFault uc_page_fault(const ucontext_t& uc) {
   return f;
 }
 
-// The registers the report lists, in its order; returns how many.
-// A thread's registers as the minidump keeps them.
+// A thread's registers as the minidump keeps them (minidump/minidump_arch.h).
 struct ArchThreadRegs {
   greg_t gregs[NGREG];
   struct _libc_fpstate fp;  // the FXSAVE area
@@ -92,6 +91,7 @@ inline void call_on_stack(char* top, void (*body)(void (*)(void*), void*), void 
         "st(7)");
 }
 
+// The registers the report lists, in its order; returns how many.
 constexpr int kArchRegMax = 23;
 inline int uc_registers(const ucontext_t& uc, ArchReg* out) {
   struct Reg {

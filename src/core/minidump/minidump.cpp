@@ -4,7 +4,6 @@
 // then the streams, every one 8-byte aligned.
 #include "core/minidump/minidump.h"
 
-#include <cpuid.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 
 #include "core/base/safe_read.h"
 #include "core/base/str.h"
+#include "core/minidump/minidump_arch.h"
 #include "core/minidump/minidump_format.h"
 #include "core/minidump/minidump_out.h"
 
@@ -22,43 +22,6 @@ namespace faultline::core {
 namespace {
 
 using namespace md;
-
-void fill_context(ContextAmd64* ctx, const MinidumpThread& t) {
-  memset(ctx, 0, sizeof *ctx);
-  ctx->context_flags = kContextAmd64;
-  if (!t.gregs) return;
-  const greg_t* g = t.gregs;
-  ctx->context_flags = kContextControl | kContextInteger;
-  ctx->rax = static_cast<uint64_t>(g[REG_RAX]);
-  ctx->rbx = static_cast<uint64_t>(g[REG_RBX]);
-  ctx->rcx = static_cast<uint64_t>(g[REG_RCX]);
-  ctx->rdx = static_cast<uint64_t>(g[REG_RDX]);
-  ctx->rsi = static_cast<uint64_t>(g[REG_RSI]);
-  ctx->rdi = static_cast<uint64_t>(g[REG_RDI]);
-  ctx->rbp = static_cast<uint64_t>(g[REG_RBP]);
-  ctx->rsp = static_cast<uint64_t>(g[REG_RSP]);
-  ctx->r8 = static_cast<uint64_t>(g[REG_R8]);
-  ctx->r9 = static_cast<uint64_t>(g[REG_R9]);
-  ctx->r10 = static_cast<uint64_t>(g[REG_R10]);
-  ctx->r11 = static_cast<uint64_t>(g[REG_R11]);
-  ctx->r12 = static_cast<uint64_t>(g[REG_R12]);
-  ctx->r13 = static_cast<uint64_t>(g[REG_R13]);
-  ctx->r14 = static_cast<uint64_t>(g[REG_R14]);
-  ctx->r15 = static_cast<uint64_t>(g[REG_R15]);
-  ctx->rip = static_cast<uint64_t>(g[REG_RIP]);
-  ctx->eflags = static_cast<uint32_t>(g[REG_EFL]);
-  uint64_t csgsfs = static_cast<uint64_t>(g[REG_CSGSFS]);
-  ctx->cs = static_cast<uint16_t>(csgsfs & 0xffff);
-  ctx->gs = static_cast<uint16_t>((csgsfs >> 16) & 0xffff);
-  ctx->fs = static_cast<uint16_t>((csgsfs >> 32) & 0xffff);
-  // The FXSAVE area lives on the interrupted thread's stack (signal frame):
-  // read it like any foreign memory.
-  if (t.fpregs &&
-      safe_read(ctx->flt_save, reinterpret_cast<uintptr_t>(t.fpregs), sizeof ctx->flt_save)) {
-    ctx->context_flags |= kContextFloatingPoint;
-    memcpy(&ctx->mx_csr, ctx->flt_save + 24, 4);
-  }
-}
 
 // A thread's stack window (minidump_read_stack), or the copy taken earlier.
 MemoryDescriptor put_stack(Out& o, const MinidumpThread& t, uint64_t sp, size_t window) {
@@ -103,26 +66,10 @@ void put_system_info(Out& o, Streams& st) {
     csd_rva = put_string(o, b.c_str(), b.len());
   }
   SystemInfo si = {};
-  si.processor_architecture = kCpuArchitectureAmd64;
+  minidump_fill_cpu(&si);
   si.platform_id = kOsLinux;
   si.csd_version_rva = csd_rva;
   si.number_of_processors = static_cast<uint8_t>(count_cpus());
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid(0, &a, &b, &c, &d)) {
-    si.vendor_id[0] = b;
-    si.vendor_id[1] = d;
-    si.vendor_id[2] = c;
-  }
-  if (__get_cpuid(1, &a, &b, &c, &d)) {
-    si.version_information = a;
-    si.feature_information = d;
-    unsigned family = (a >> 8) & 0xf, model = (a >> 4) & 0xf;
-    if (family == 0xf) family += (a >> 20) & 0xff;
-    if (family == 0x6 || family >= 0xf) model += ((a >> 16) & 0xf) << 4;
-    si.processor_level = static_cast<uint16_t>(family);
-    si.processor_revision = static_cast<uint16_t>((model << 8) | (a & 0xf));
-  }
-  if (__get_cpuid(0x80000001, &a, &b, &c, &d)) si.amd_extended_features = d;
   if (have_uname) {  // "6.1.0-18-amd64" -> 6, 1, 0
     uint32_t parts[3] = {};
     int k = 0;
@@ -152,6 +99,7 @@ struct ThreadOut {
 };
 constexpr int kMaxDumpThreads = 1024;
 ThreadOut g_thread_out[kMaxDumpThreads];
+ContextRecord g_context;  // the one being written
 constexpr int kMaxDumpModules = 2048;
 uint32_t g_module_name[kMaxDumpModules];
 Location g_module_cv[kMaxDumpModules];
@@ -199,13 +147,13 @@ bool write_minidump(int fd, const MinidumpInput& in, MinidumpResult* result) {
   Location crash_context = {};
   for (int i = 0; i < nthreads; ++i) {
     const MinidumpThread& t = in.threads[i];
-    ContextAmd64 ctx;
-    fill_context(&ctx, t);
+    uint32_t size = minidump_fill_context(&g_context, t.regs);
     o.align8();
-    g_thread_out[i].context = Location{sizeof ctx, o.rva()};
-    o.put(&ctx, sizeof ctx);
+    g_thread_out[i].context = Location{size, o.rva()};
+    o.put(&g_context, size);
     if (t.tid == in.crashed_tid) crash_context = g_thread_out[i].context;
-    g_thread_out[i].stack = t.gregs ? put_stack(o, t, ctx.rsp, window) : MemoryDescriptor{};
+    g_thread_out[i].stack =
+        t.regs ? put_stack(o, t, minidump_regs_sp(*t.regs), window) : MemoryDescriptor{};
   }
   o.align8();
   uint32_t list_rva = o.rva();

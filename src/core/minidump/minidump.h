@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <ucontext.h>
 
+#include "core/base/arch.h"
 #include "core/capture.h"
 #include "core/modules/modules.h"
 
@@ -26,8 +26,7 @@ namespace faultline::core {
 
 struct MinidumpThread {
   pid_t tid;
-  const greg_t* gregs;                 // NGREG registers in ucontext order; nullptr: unknown
-  const struct _libc_fpstate* fpregs;  // the FXSAVE area; nullptr: none
+  const ArchThreadRegs* regs;  // its registers (minidump_arch.h); nullptr: unknown
   // The stack window as copied when the registers were taken (see
   // minidump_read_stack); nullptr: read it from the stack pointer now.
   const char* stack;

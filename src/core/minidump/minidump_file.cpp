@@ -10,6 +10,7 @@
 #include "core/capture.h"
 #include "core/crash_state.h"
 #include "core/minidump/minidump.h"
+#include "core/minidump/minidump_arch.h"
 #include "core/phase.h"
 #include "core/write/report_file.h"
 #include "core/write/scrub.h"
@@ -25,6 +26,7 @@ std::atomic<bool> g_pending{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "the crash path uses lock-free atomics only");
 
 MinidumpThread g_threads[kMaxThreads];
+ArchThreadRegs g_crash_regs;
 // The command line as the report gives it: NUL-separated, secrets filtered
 // unless FAULTLINE_SCRUB=0.
 char g_cmdline[sizeof(Config::argv) + 256];
@@ -71,17 +73,17 @@ void write_minidump_file(Capture* c) {
   for (int i = 0; i < c->nthreads && n < kMaxThreads; ++i) {
     const ThreadCapture& t = c->threads[i];
     MinidumpThread& m = g_threads[n++];
-    m = MinidumpThread{t.tid, nullptr, nullptr, nullptr, 0, 0};
+    m = MinidumpThread{t.tid, nullptr, nullptr, 0, 0};
     if (t.tid == c->tid) {
-      // The crashing thread: its signal context (the FXSAVE area it points
-      // to is still on this thread's stack, in the signal frame).
+      // The crashing thread: its signal context, the registers the report
+      // lists (x86-64's FXSAVE area it points to is still in the signal
+      // frame on this thread's stack).
       if (c->have_uc) {
-        m.gregs = c->uc.uc_mcontext.gregs;
-        m.fpregs = c->uc.uc_mcontext.fpregs;
+        minidump_save_regs(&g_crash_regs, c->uc, /*foreign_fp=*/true);
+        m.regs = &g_crash_regs;
       }
     } else if (t.regs) {
-      m.gregs = t.regs->gregs;
-      m.fpregs = t.regs->have_fp ? &t.regs->fp : nullptr;
+      m.regs = t.regs;
       if (t.regs->stack) {
         m.stack = t.regs->stack;
         m.stack_start = t.regs->stack_start;
@@ -148,12 +150,10 @@ ThreadRegs* minidump_thread_room(Arena* arena) {
 }
 
 void minidump_save_thread(ThreadRegs* r, const ucontext_t* uc) {
-  __builtin_memcpy(r->gregs, uc->uc_mcontext.gregs, sizeof r->gregs);
-  r->have_fp = uc->uc_mcontext.fpregs != nullptr;
-  if (r->have_fp) __builtin_memcpy(&r->fp, uc->uc_mcontext.fpregs, sizeof r->fp);
+  minidump_save_regs(r, *uc, /*foreign_fp=*/false);
   if (r->stack) {
-    r->stack_len = minidump_read_stack(r->stack, static_cast<uint64_t>(r->gregs[REG_RSP]),
-                                       r->stack_cap, &r->stack_start);
+    r->stack_len =
+        minidump_read_stack(r->stack, minidump_regs_sp(*r), r->stack_cap, &r->stack_start);
   }
 }
 

@@ -30,6 +30,13 @@ constexpr uint32_t kContextControl = kContextAmd64 | 0x1;
 constexpr uint32_t kContextInteger = kContextAmd64 | 0x2;
 constexpr uint32_t kContextFloatingPoint = kContextAmd64 | 0x8;
 constexpr uint16_t kCpuArchitectureAmd64 = 9;
+// arm64 as Breakpad's Linux client writes it (and lldb reads it): its own
+// architecture number and its own context record, ContextArm64 below.
+constexpr uint64_t kContextArm64 = 0x80000000;
+constexpr uint64_t kContextArm64Control = kContextArm64 | 0x1;
+constexpr uint64_t kContextArm64Integer = kContextArm64 | 0x2;
+constexpr uint64_t kContextArm64FloatingPoint = kContextArm64 | 0x4;
+constexpr uint16_t kCpuArchitectureArm64 = 0x8003;
 constexpr uint32_t kOsLinux = 0x8201;
 constexpr uint32_t kCvSignatureRsds = 0x53445352;  // "RSDS"
 
@@ -51,6 +58,19 @@ struct __attribute__((packed)) ContextAmd64 {
       last_exception_from_rip;
 };
 static_assert(sizeof(ContextAmd64) == 1232, "MDRawContextAMD64 is 1232 bytes");
+
+// Breakpad's arm64 context (MDRawContextARM64_Old): 796 bytes. The integer
+// registers are x0-x28, fp (x29), lr (x30) and sp; the floating-point part
+// is fpsr, fpcr and the 128-bit v0-v31.
+struct __attribute__((packed)) ContextArm64 {
+  uint64_t context_flags;
+  uint64_t iregs[32];
+  uint64_t pc;
+  uint32_t cpsr;
+  uint32_t fpsr, fpcr;
+  uint8_t v[32 * 16];
+};
+static_assert(sizeof(ContextArm64) == 796, "MDRawContextARM64_Old is 796 bytes");
 
 struct __attribute__((packed)) Location {
   uint32_t data_size;
