@@ -1,0 +1,56 @@
+"""The aarch64 hold-out measure (holdout.py) as a test: programs nobody wrote
+for faultline, cross-built with and without pointer authentication and
+interrupted at varied moments under the preload, give reports whose
+crashing-thread frames agree with gdb's reading of the same run's core on
+at least 95% of the frames gdb names, each variant counted on its own.
+
+The sources come from Debian (tools/holdout-sources, cached in
+/var/cache/faultline/holdout); the test skips, saying why, where they are
+neither cached nor fetchable."""
+import resource
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import arm64
+import holdout
+
+SHARE = 0.95
+# Fewer named frames than this and the share would say little.
+ENOUGH = 200
+
+
+@pytest.fixture(scope="module")
+def measured():
+    arm64.require_tools()
+    if not shutil.which("gdb-multiarch"):
+        pytest.skip("gdb-multiarch not installed (apt-get install gdb-multiarch)")
+    if resource.getrlimit(resource.RLIMIT_CORE)[1] == 0:
+        pytest.skip("the hard RLIMIT_CORE is 0: qemu cannot write the cores gdb reads")
+    lib = arm64.library()
+    try:
+        return holdout.run_all(lib)
+    except holdout.Unavailable as e:
+        pytest.skip(f"hold-out sources unavailable: {e}")
+
+
+def test_pac_builds_sign_return_addresses(measured):
+    """The pac programs really sign return addresses (else their share
+    would measure nothing new)."""
+    _, cases = measured
+    for exe in sorted({c.exe for c in cases if c.variant == "pac"}):
+        out = subprocess.run([arm64.TRIPLE + "-objdump", "-d", exe], capture_output=True,
+                             text=True, check=True).stdout
+        assert re.search(r"\bpaciasp\b", out) and re.search(r"\bautiasp\b", out), exe
+
+
+@pytest.mark.parametrize("variant", sorted(holdout.VARIANTS))
+def test_named_frames_agree_with_gdb(variant, measured):
+    results, _ = measured
+    r = results[variant]
+    print(r.summary())
+    assert not r.errors, r.summary()
+    assert r.raw_named >= ENOUGH, r.summary()
+    assert r.share("raw") >= SHARE, r.summary()
