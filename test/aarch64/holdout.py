@@ -370,6 +370,16 @@ def run_all(lib, only=None, keep=None):
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def share(result):
+    """(share, agreeing, counted): the report's frames that agree with gdb,
+    pc and name, over every frame gdb names (whether the report has its pc
+    or skips it) and every frame the report has and gdb not. The oracle's
+    own raw share counts only the frames whose pcs match."""
+    named_gaps = sum(1 for g in result.gaps if g.split(" ", 4)[4] != "None")
+    counted = result.raw_named + named_gaps + len(result.extra)
+    return (result.raw_agree / counted if counted else 0.0), result.raw_agree, counted
+
+
 def reach(cases_, variant):
     """(cases where gdb unwound as far as the report, cases compared): gdb
     stops early where it cannot follow, and frames past that point are not
@@ -391,4 +401,6 @@ if __name__ == "__main__":
                 f = fltest.crashed_thread(c.report)["frames"][0]
                 print(f"{c.id}: #0 {f.get('symbol')}+{f.get('symbol_offset')}")
         full, count = reach(done, v)
-        print(f"== {v}\n{r.summary()}\ngdb as deep as the report: {full} of {count} cases")
+        part, agree, counted = share(r)
+        print(f"== {v}\n{r.summary()}\ngdb as deep as the report: {full} of {count} cases\n"
+              f"frames agreeing: {agree} of {counted} ({100 * part:.1f}%)")

@@ -50,7 +50,11 @@ def test_pac_builds_sign_return_addresses(measured):
 def test_named_frames_agree_with_gdb(variant, measured):
     results, _ = measured
     r = results[variant]
-    print(r.summary())
-    assert not r.errors, r.summary()
-    assert r.raw_named >= ENOUGH, r.summary()
-    assert r.share("raw") >= SHARE, r.summary()
+    part, agree, counted = holdout.share(r)
+    summary = f"{r.summary()}\nframes agreeing: {agree} of {counted} ({100 * part:.1f}%)"
+    print(summary)
+    assert not r.errors, summary
+    assert counted >= ENOUGH, summary
+    # A frame gdb names that the report skips, or one the report adds, is a
+    # miss like a misnamed one.
+    assert part >= SHARE, summary
