@@ -48,13 +48,17 @@ def test_pac_builds_sign_return_addresses(measured):
 
 @pytest.mark.parametrize("variant", sorted(holdout.VARIANTS))
 def test_named_frames_agree_with_gdb(variant, measured):
-    results, _ = measured
+    results, cases = measured
     r = results[variant]
     part, agree, counted = holdout.share(r)
     summary = f"{r.summary()}\nframes agreeing: {agree} of {counted} ({100 * part:.1f}%)"
     print(summary)
     assert not r.errors, summary
     assert counted >= ENOUGH, summary
+    # The oracle must see the whole stack, or the share would count only
+    # what gdb reaches (without the PAC mask note, 0 or 1 frames).
+    full, compared = holdout.reach(cases, variant)
+    assert full >= compared * 3 // 4, f"gdb as deep as the report in {full} of {compared}"
     # A frame gdb names that the report skips, or one the report adds, is a
     # miss like a misnamed one.
     assert part >= SHARE, summary
