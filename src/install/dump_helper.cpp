@@ -323,9 +323,16 @@ bool run_helper(Reason why) {
 bool dump_by_helper(char* why, size_t why_size) {
   Reason reason = {why, why_size};
   why[0] = '\0';
-  int idle = 0;
-  if (!g_busy.compare_exchange_strong(idle, 1, std::memory_order_acq_rel))
-    return reason.set("another thread's helper dump is running");
+  // A dump asked for while another thread's helper runs waits for it (the
+  // helper stops this thread too, in its nanosleep, which it restarts).
+  for (int waited_ms = 0;; ++waited_ms) {
+    int idle = 0;
+    if (g_busy.compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) break;
+    if (waited_ms > kHelperTimeoutMs + 1000)
+      return reason.set("another thread's helper dump did not end");
+    struct timespec ms = {0, 1000 * 1000};
+    nanosleep(&ms, nullptr);
+  }
   if (!g_looked) find_cli();
   bool ok = g_cli[0] ? run_helper(reason) : reason.set(g_missing);
   g_busy.store(0, std::memory_order_release);

@@ -84,6 +84,22 @@ def test_dump_now_by_helper_leaves_every_waiter_and_the_reaper_undisturbed(tmp_p
         assert finish(p) == 0, p.stderr.read()
 
 
+def test_two_threads_asking_at_once_both_get_a_ptrace_dump(tmp_path):
+    # The second waits for the first's helper instead of falling back to
+    # the signal (which would interrupt the waiters: dumpnow exits 2..4).
+    p = start([DUMPNOW], tmp_path)
+    try:
+        for i in range(5):
+            line = ask(p, "dump2")
+            assert line[1] == "0" and line[3] == "0", (i, line)
+        reports = [json.load(open(f)) for f in tmp_path.glob("faultline-*.json")]
+        assert len(reports) == 10
+        assert {r["capture"] for r in reports} == {"ptrace"}
+        assert ask(p, "check") == ["sigchld", "0", "reaped", "0", "disturbed", "0"]
+    finally:
+        assert finish(p) == 0, p.stderr.read()
+
+
 def fallback_dump(cmd, tmp_path, env):
     """The one report of a dump that fell back to the signal, and why it did.
     tolerant: the waiters the signal interrupts wait again."""

@@ -10,18 +10,20 @@
  * Prints "ready", then reads commands, one a line:
  *   dump   -> "dump RC PATH NS" (faultline_dump_now()'s result, the last
  *             report, how long the call took)
+ *   dump2  -> "dump2 RC1 PATH1 RC2 PATH2" (two new threads call it at once;
+ *             each path is the last report when that thread looked)
  *   check  -> "sigchld N reaped M disturbed K" (what the program saw)
  *   quit   -> exit 0 */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <faultline/faultline.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -116,6 +118,20 @@ static void* reaper(void* arg) {
 
 static volatile int g_sigchld_pid = 0, g_sigchld_code = 0;
 
+struct Asked {
+  pthread_barrier_t* together;
+  int rc;
+  char path[4096];
+};
+
+static void* ask_dump(void* arg) {
+  struct Asked* a = arg;
+  pthread_barrier_wait(a->together);
+  a->rc = faultline_dump_now();
+  faultline_last_report(a->path, sizeof a->path);
+  return NULL;
+}
+
 static void on_sigchld(int sig, siginfo_t* si, void* uc) {
   (void)sig;
   (void)uc;
@@ -164,7 +180,15 @@ int main(int argc, char** argv) {
   fflush(stdout);
   char line[64];
   while (fgets(line, sizeof line, stdin)) {
-    if (strncmp(line, "dump", 4) == 0) {
+    if (strncmp(line, "dump2", 5) == 0) {
+      pthread_barrier_t together;
+      pthread_barrier_init(&together, NULL, 2);
+      struct Asked a[2] = {{&together, 0, ""}, {&together, 0, ""}};
+      pthread_t th[2];
+      for (int i = 0; i < 2; ++i) pthread_create(&th[i], NULL, ask_dump, &a[i]);
+      for (int i = 0; i < 2; ++i) pthread_join(th[i], NULL);
+      printf("dump2 %d %s %d %s\n", a[0].rc, a[0].path, a[1].rc, a[1].path);
+    } else if (strncmp(line, "dump", 4) == 0) {
       struct timespec t0, t1;
       clock_gettime(CLOCK_MONOTONIC, &t0);
       int rc = faultline_dump_now();
