@@ -20,12 +20,15 @@
 
 #include <atomic>
 
+#include "core/base/raw_log.h"
 #include "core/base/sigaction_real.h"
 #include "core/base/str.h"
 #include "core/base/sys.h"
+#include "core/capture/annotations.h"
 #include "core/crash_state.h"
 #include "core/handler_state.h"
 #include "core/write/report_file.h"
+#include "core/write/stderr_summary.h"
 
 extern char** environ;
 
@@ -186,6 +189,21 @@ void format_int(char* out, size_t size, long v) {
   b.add_dec(v);
 }
 
+// Says on stderr where the report is, as a dump written in the process
+// does: unless FAULTLINE_STDERR=0, or the Python package writes
+// faulthandler's text instead (its "faultline.faulthandler" crash key).
+void announce_report() {
+  if (!g_crash.config.write_stderr) return;
+  static AnnotationView views[kMaxAnnotations];
+  static char storage[kMaxAnnotations * (kAnnotationKeyBytes + kAnnotationValueBytes)];
+  int n = annotations_snapshot(views, kMaxAnnotations, storage, sizeof storage);
+  for (int i = 0; i < n; ++i)
+    if (views[i].key && str_eq(views[i].key, "faultline.faulthandler")) return;
+  raw_log("faultline: report written to ");
+  write_escaped_line(g_handler.last_report,
+                     str_nlen(g_handler.last_report, sizeof g_handler.last_report));
+}
+
 // Records the report the helper wrote: its name under the report directory
 // (the helper printed it under /proc/self/fd/3).
 void record_report(const char* printed) {
@@ -193,6 +211,7 @@ void record_report(const char* printed) {
   StrBuf last(g_handler.last_report, sizeof g_handler.last_report);
   last.add(g_crash.config.dir).add("/").add(name);
   g_handler.dumps_written.fetch_add(1, std::memory_order_acq_rel);
+  announce_report();
 }
 
 // The helper's last line of output (its path, or why it failed), without

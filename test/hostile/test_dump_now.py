@@ -100,6 +100,20 @@ def test_two_threads_asking_at_once_both_get_a_ptrace_dump(tmp_path):
         assert finish(p) == 0, p.stderr.read()
 
 
+def test_dump_now_by_helper_says_where_its_report_is_as_the_signal_dump_did(tmp_path):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
+    e.update({"LD_PRELOAD": fltest.LIB, "FAULTLINE_DIR": str(tmp_path)})
+    code = ("import ctypes; lib = ctypes.CDLL(None); buf = ctypes.create_string_buffer(4096)\n"
+            "assert lib.faultline_dump_now() == 0; lib.faultline_last_report(buf, 4096)\n"
+            "print(buf.value.decode())")
+    r = subprocess.run(["/usr/bin/python3", "-c", code], env=e, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    path = r.stdout.strip()
+    assert json.load(open(path))["capture"] == "ptrace"
+    assert r.stderr == f"faultline: report written to {path}\n"
+
+
 def fallback_dump(cmd, tmp_path, env):
     """The one report of a dump that fell back to the signal, and why it did.
     tolerant: the waiters the signal interrupts wait again."""
