@@ -244,8 +244,9 @@ bool run_helper(Reason why) {
     if (dir_fd != g_crash.config.dir_fd) close(dir_fd);
     return why.set("pipe2: ", strerror(errno));
   }
-  char pid[24];
+  char pid[24], tid[24];
   format_int(pid, sizeof pid, sys_getpid());
+  format_int(tid, sizeof tid, sys_gettid());
   char* argv[] = {g_cli,
                   const_cast<char*>("dump"),
                   const_cast<char*>("--method"),
@@ -253,6 +254,8 @@ bool run_helper(Reason why) {
                   const_cast<char*>("--print-path"),
                   const_cast<char*>("--dir"),
                   const_cast<char*>("/proc/self/fd/3"),
+                  const_cast<char*>("--asked-by"),
+                  tid,
                   pid,
                   nullptr};
   helper_env();

@@ -71,6 +71,7 @@ def test_dump_now_by_helper_leaves_every_waiter_and_the_reaper_undisturbed(tmp_p
                 assert caller in syms, (thread, syms)
                 assert any(s and call in s for s in syms[:syms.index(caller)]), (thread, syms)
             # The asking thread, stopped while it waited for the helper.
+            assert rep["dumping_tid"] == p.pid
             main = [t for t in rep["threads"] if t["tid"] == p.pid][0]
             syms = fltest.native_symbols(main)
             assert "faultline_dump_now" in syms and "main" in syms, syms
