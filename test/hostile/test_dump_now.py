@@ -136,6 +136,11 @@ def test_no_helper_found_falls_back_to_the_signal_and_says_why(tmp_path):
     assert "FAULTLINE_CLI" in why, why
 
 
+def test_a_helper_that_fails_leaves_the_signal_dump_and_says_so(tmp_path):
+    why = fallback_dump([DUMPNOW], tmp_path, {"FAULTLINE_CLI": "/bin/false"})
+    assert why == "the faultline helper failed", why
+
+
 @pytest.mark.skipif(not os.path.exists(NOPTRACE), reason="built without libseccomp")
 def test_where_ptrace_is_refused_dump_now_falls_back_to_the_signal_and_says_so(tmp_path):
     # A seccomp filter refuses ptrace to the job and so to its helper.
