@@ -166,7 +166,9 @@ int stand_by(void* p) {
                        CLONE_VM | CLONE_VFORK | SIGCHLD, a);
   if (helper < 0) syscall(SYS_exit_group, 125);
   int status = 0;
-  while (waitpid(helper, &status, 0) < 0) {
+  // The system call, not libc's waitpid: no cancellation point here, on
+  // the asking thread's thread data.
+  while (syscall(SYS_wait4, helper, &status, 0, nullptr) < 0) {
     if (errno != EINTR) syscall(SYS_exit_group, 125);
   }
   syscall(SYS_exit_group, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
