@@ -165,7 +165,10 @@ FAULTLINE_API int faultline_thread_annotate(const char* key, const char* value);
 FAULTLINE_API void faultline_breadcrumb(const char* message);
 
 /* Writes a report of kind "dump" of the live process (every thread) and
- * returns 0, or a negative errno value. The process goes on. */
+ * returns 0, or a negative errno value. The process goes on. Captured by
+ * ptrace from a helper (the `faultline` command) where it can be, so no
+ * other thread's system call is interrupted; else by signal, and the report
+ * says why (doc/cli.md). Normal program context, not a signal handler. */
 FAULTLINE_API int faultline_dump_now(void);
 
 /* Writes a report of kind "exception" of the live process, as

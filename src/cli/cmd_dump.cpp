@@ -49,6 +49,7 @@ struct DumpArgs {
   std::string color = "auto";
   bool print_path = false;
   std::string method = "auto";
+  int asked_by = 0;  // --asked-by: the thread of pid that asked (the library's helper)
 };
 
 // The value of NAME in /proc/PID/environ, or nullopt (not set or not readable).
@@ -246,6 +247,7 @@ int dump_process(const DumpArgs& a) {
   std::string why;
   // --timeout bounds the wait for a thread that does not stop with the others.
   int err = ptrace_capture(a.pid, &j, &why, static_cast<int>(a.timeout * 1000));
+  if (err == 0 && a.asked_by > 0) j["dumping_tid"] = a.asked_by;
   if (err == 0) {
     std::string werr;
     std::string path = write_dump_report(dir, a.pid, j, &werr);
@@ -409,7 +411,20 @@ void add_dump_command(CLI::App& app, int& status) {
                 "faultline's dump handler in the process; auto: ptrace, else signal")
       ->check(CLI::IsMember({"auto", "ptrace", "signal"}))
       ->capture_default_str();
-  d->callback([dump, &status] { status = dump_process(*dump); });
+  // Used by the library's faultline_dump_now() (src/install/dump_helper.cpp).
+  d->add_option("--asked-by", dump->asked_by,
+                "the thread of PID that asked for the dump (the report's dumping_tid)")
+      ->check(CLI::PositiveNumber);
+  d->callback([dump, &status] {
+    if (dump->asked_by > 0 &&
+        !fs::exists(fmt::format("/proc/{}/task/{}", dump->pid, dump->asked_by))) {
+      fmt::print(stderr, "faultline: thread {} is not one of process {}\n", dump->asked_by,
+                 dump->pid);
+      status = kExitUsage;
+      return;
+    }
+    status = dump_process(*dump);
+  });
 }
 
 }  // namespace faultline::cli

@@ -18,7 +18,9 @@
 #include "core/signal/handler.h"
 #include "core/terminate_record.h"
 #include "core/write/report_file.h"
+#include "core/write/report_writer.h"
 #include "faultline/faultline.h"
+#include "install/dump_helper.h"
 #include "install/dump_signal.h"
 #include "install/sigaction_hook.h"
 #include "install/terminate.h"
@@ -76,6 +78,13 @@ void dump_here() {
 
 int faultline_dump_now(void) {
   if (!g_crash.installed) return -ENOTCONN;
+  int saved_errno = errno;
+  // By ptrace from a helper where it can be: no thread is interrupted.
+  char why[sizeof g_dump_by_signal_because];
+  bool by_helper = dump_by_helper(why, sizeof why);
+  errno = saved_errno;
+  if (by_helper) return 0;
+  str_copy(g_dump_by_signal_because, sizeof g_dump_by_signal_because, why);
   int before = dumps_written();
   if (int signo = installed_dump_signal(); signo > 0) {
     // Delivered to this thread before tgkill returns.
@@ -83,6 +92,7 @@ int faultline_dump_now(void) {
   } else {
     dump_here();
   }
+  g_dump_by_signal_because[0] = '\0';
   return dumps_written() > before ? 0 : -EIO;
 }
 

@@ -330,6 +330,8 @@ void write_faultline(JsonWriter& w, const Capture& c) {
 // the thread that owns the crash writes a report.
 char g_out_buf[16384];
 
+char g_dump_by_signal_because[256];
+
 bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err) {
   FdSink sink(fd, g_out_buf, sizeof g_out_buf);
   JsonWriter w(&sink);
@@ -338,7 +340,10 @@ bool write_json_report(const Capture& c, const Config& cfg, int fd, int* err) {
   w.field_str("kind", capture_kind_name(c.kind));
   // A dump written here was asked by signal (`faultline dump` by ptrace
   // writes "ptrace"): other threads may have seen EINTR.
-  if (c.kind == CaptureKind::kDump) w.field_str("capture", "signal");
+  if (c.kind == CaptureKind::kDump) {
+    w.field_str("capture", "signal");
+    if (g_dump_by_signal_because[0]) w.field_str("capture_fallback", g_dump_by_signal_because);
+  }
   char ts[32];
   format_iso8601(ts, c.time_sec, c.time_nsec);
   w.field_str("timestamp", ts);

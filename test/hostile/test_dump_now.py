@@ -1,0 +1,217 @@
+"""A live dump asked for inside the process (faultline_dump_now(), the Python
+package's dump_traceback) leaves the job undisturbed (the first law): a
+helper (the `faultline` command) allowed with PR_SET_PTRACER captures it by
+ptrace, so no other thread's system call fails with EINTR, and the program
+never sees the helper (no SIGCHLD, nothing for waitpid(-1)). Where ptrace is
+refused, the signal request is the fallback and the report says why."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import fltest
+
+DUMPNOW = fltest.program("dumpnow")
+NOPTRACE = fltest.program("noptrace")
+
+# Each waiting thread of dumpnow and the function it waits in.
+WAITERS = {"poller": ("wait_in_poll", "poll"),
+           "sleeper": ("wait_in_nanosleep", "nanosleep"),
+           "epoller": ("wait_in_epoll", "epoll_wait"),
+           "reaper": ("reap_any", "wait")}
+
+
+def start(cmd, tmp_path, env=None):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
+    e.pop("LD_PRELOAD", None)
+    e["FAULTLINE_DIR"] = str(tmp_path)
+    # The helper is found beside the library (build/lib, build/bin).
+    e.update(env or {})
+    p = subprocess.Popen(cmd, env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready", p.stderr.read()
+    return p
+
+
+def ask(p, command):
+    p.stdin.write(command + "\n")
+    p.stdin.flush()
+    line = p.stdout.readline().split()
+    assert line, (p.wait(timeout=30), p.stderr.read())
+    return line
+
+
+def finish(p):
+    if p.poll() is None:
+        p.stdin.write("quit\n")
+        p.stdin.close()
+    return p.wait(timeout=30)
+
+
+def test_dump_now_by_helper_leaves_every_waiter_and_the_reaper_undisturbed(tmp_path):
+    # Today's faultline_dump_now() asks every thread by signal: poll,
+    # nanosleep or epoll_wait fails with EINTR and dumpnow exits 2..4.
+    p = start([DUMPNOW], tmp_path)
+    try:
+        for i in range(20):
+            _, rc, path, _ = ask(p, "dump")
+            assert rc == "0" and p.poll() is None, (i, rc, p.stderr.read())
+            rep = fltest.validate(json.load(open(path)))
+            assert os.path.dirname(path) == str(tmp_path)
+            assert rep["kind"] == "dump" and rep["capture"] == "ptrace", rep.get("capture")
+            assert "capture_fallback" not in rep
+            assert rep["process"]["pid"] == p.pid
+            names = {t.get("name"): fltest.native_symbols(t) for t in rep["threads"]}
+            assert len(rep["threads"]) == 5, names
+            for thread, (caller, call) in WAITERS.items():
+                syms = names.get(thread) or []
+                assert caller in syms, (thread, syms)
+                assert any(s and call in s for s in syms[:syms.index(caller)]), (thread, syms)
+            # The asking thread, stopped while it waited for the helper.
+            assert rep["dumping_tid"] == p.pid
+            main = [t for t in rep["threads"] if t["tid"] == p.pid][0]
+            syms = fltest.native_symbols(main)
+            assert "faultline_dump_now" in syms and "main" in syms, syms
+        # No SIGCHLD, nothing reaped by waitpid(-1): the helpers were unseen.
+        assert ask(p, "check") == ["sigchld", "0", "reaped", "0", "disturbed", "0"]
+        assert len(list(tmp_path.glob("faultline-*.json"))) == 20
+        # Only the job's own descriptors are left (the helper's pipe closed).
+        fds = os.listdir(f"/proc/{p.pid}/fd")
+        assert len(fds) <= 12, [os.readlink(f"/proc/{p.pid}/fd/{f}") for f in fds]
+    finally:
+        assert finish(p) == 0, p.stderr.read()
+
+
+def test_two_threads_asking_at_once_both_get_a_ptrace_dump(tmp_path):
+    # The second waits for the first's helper instead of falling back to
+    # the signal (which would interrupt the waiters: dumpnow exits 2..4).
+    p = start([DUMPNOW], tmp_path)
+    try:
+        for i in range(5):
+            line = ask(p, "dump2")
+            assert line[1] == "0" and line[3] == "0", (i, line)
+        reports = [json.load(open(f)) for f in tmp_path.glob("faultline-*.json")]
+        assert len(reports) == 10
+        assert {r["capture"] for r in reports} == {"ptrace"}
+        assert ask(p, "check") == ["sigchld", "0", "reaped", "0", "disturbed", "0"]
+    finally:
+        assert finish(p) == 0, p.stderr.read()
+
+
+def test_dump_now_by_helper_says_where_its_report_is_as_the_signal_dump_did(tmp_path):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
+    e.update({"LD_PRELOAD": fltest.LIB, "FAULTLINE_DIR": str(tmp_path)})
+    code = ("import ctypes; lib = ctypes.CDLL(None); buf = ctypes.create_string_buffer(4096)\n"
+            "assert lib.faultline_dump_now() == 0; lib.faultline_last_report(buf, 4096)\n"
+            "print(buf.value.decode())")
+    r = subprocess.run(["/usr/bin/python3", "-c", code], env=e, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    path = r.stdout.strip()
+    assert json.load(open(path))["capture"] == "ptrace"
+    assert r.stderr == f"faultline: report written to {path}\n"
+
+
+def fallback_dump(cmd, tmp_path, env):
+    """The one report of a dump that fell back to the signal, and why it did.
+    tolerant: the waiters the signal interrupts wait again."""
+    p = start(cmd + ["tolerant"], tmp_path, env=env)
+    try:
+        _, rc, path, _ = ask(p, "dump")
+        assert rc == "0"
+        rep = fltest.validate(json.load(open(path)))
+        assert rep["kind"] == "dump" and rep["capture"] == "signal"
+        assert len(list(tmp_path.glob("faultline-*.json"))) == 1
+        return rep["capture_fallback"]
+    finally:
+        p.kill()
+        p.wait(timeout=30)
+
+
+def test_no_helper_found_falls_back_to_the_signal_and_says_why(tmp_path):
+    why = fallback_dump([DUMPNOW], tmp_path, {"FAULTLINE_CLI": str(tmp_path / "no-faultline")})
+    assert "FAULTLINE_CLI" in why, why
+
+
+def test_a_helper_that_fails_leaves_the_signal_dump_and_says_so(tmp_path):
+    why = fallback_dump([DUMPNOW], tmp_path, {"FAULTLINE_CLI": "/bin/false"})
+    assert why == "the faultline helper failed", why
+
+
+@pytest.mark.skipif(not os.path.exists(NOPTRACE), reason="built without libseccomp")
+def test_where_ptrace_is_refused_dump_now_falls_back_to_the_signal_and_says_so(tmp_path):
+    # A seccomp filter refuses ptrace to the job and so to its helper.
+    env = {"ASAN_OPTIONS": ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"),
+                                                  "detect_leaks=0"]))}
+    why = fallback_dump([NOPTRACE, DUMPNOW], tmp_path, env)
+    assert "cannot dump process" in why and "Operation not permitted" in why, why
+
+
+PY_JOB = """
+import ctypes, os, sys, threading
+import faultline
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+class timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+class pollfd(ctypes.Structure):
+    _fields_ = [("fd", ctypes.c_int), ("events", ctypes.c_short), ("revents", ctypes.c_short)]
+
+r, w = os.pipe()
+ready = threading.Barrier(3)
+
+def disturbed(what, rc):
+    sys.stderr.write(f"{what} returned {rc}: {os.strerror(ctypes.get_errno())}\\n")
+    os._exit(2)
+
+def poll_forever():
+    p = pollfd(r, 1, 0)
+    ready.wait()
+    disturbed("poll", libc.poll(ctypes.byref(p), 1, -1))
+
+def sleep_an_hour():
+    ts = timespec(3600, 0)
+    ready.wait()
+    disturbed("nanosleep", libc.nanosleep(ctypes.byref(ts), None))
+
+for fn in (poll_forever, sleep_an_hour):
+    threading.Thread(target=fn, name=fn.__name__, daemon=True).start()
+faultline.enable()
+ready.wait()
+libc.usleep(100000)
+
+def look():
+    return faultline.dump_traceback(file=open(os.devnull, "w"))
+
+for i in range(10):
+    print(look(), flush=True)
+"""
+
+
+def test_python_dump_traceback_by_helper_leaves_waiters_undisturbed(tmp_path):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
+    e.pop("LD_PRELOAD", None)
+    e.update({"FAULTLINE_DIR": str(tmp_path), "FAULTLINE_LIB": fltest.LIB,
+              "PYTHONPATH": os.path.join(fltest.SOURCE, "python")})
+    prog = tmp_path / "job.py"
+    prog.write_text(textwrap.dedent(PY_JOB))
+    r = subprocess.run([sys.executable, str(prog)], env=e, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    paths = r.stdout.split()
+    assert len(paths) == 10
+    for path in paths:
+        rep = fltest.validate(json.load(open(path)))
+        assert rep["kind"] == "dump" and rep["capture"] == "ptrace"
+        # Each thread's innermost Python frame: the waiter's own function.
+        inner = sorted(fs[0] for fs in ([f["function"] for f in t["frames"]
+                                         if f["kind"] == "python"] for t in rep["threads"]) if fs)
+        assert inner == ["dump_traceback", "poll_forever", "sleep_an_hour"], inner
+        me = [t for t in rep["threads"] if t["tid"] == rep["process"]["pid"]][0]
+        assert [f["function"] for f in me["frames"] if f["kind"] == "python"][:3] == \
+            ["dump_traceback", "look", "<module>"]
