@@ -20,6 +20,7 @@
 
 #include <atomic>
 
+#include "core/base/arch.h"
 #include "core/base/raw_log.h"
 #include "core/base/sigaction_real.h"
 #include "core/base/str.h"
@@ -29,6 +30,7 @@
 #include "core/handler_state.h"
 #include "core/write/report_file.h"
 #include "core/write/stderr_summary.h"
+#include "install/seccomp_hook.h"
 
 extern char** environ;
 
@@ -38,6 +40,11 @@ namespace {
 #ifndef PR_SET_PTRACER
 #define PR_SET_PTRACER 0x59616d61
 #endif
+
+// Declares the process's ptracer (Yama), straight to the kernel.
+void set_ptracer(unsigned long who) {
+  arch_syscall6(SYS_prctl, PR_SET_PTRACER, static_cast<long>(who), 0, 0, 0, 0);
+}
 
 // How long the helper may take before it is given up (killed, then the
 // signal request): its own stop deadline is 1 s for all threads.
@@ -280,10 +287,10 @@ bool run_helper(Reason why) {
     return why.set("clone: ", strerror(clone_err));
   }
   // Yama (scope 1): only that child and its descendants (the helper) may
-  // trace this process, only now. EINVAL: no Yama, classic ptrace rules.
-  if (prctl(PR_SET_PTRACER, child, 0, 0, 0) != 0 && errno != EINVAL) {
-    // Refused: the helper is told to give up.
-  }
+  // trace this process, only now (EINVAL: no Yama, classic ptrace rules).
+  // Straight to the kernel: the prctl() interposer records only the
+  // program's own declarations.
+  set_ptracer(static_cast<unsigned long>(child));
   __atomic_store_n(&args.go, 1, __ATOMIC_RELEASE);
   syscall(SYS_futex, &args.go, FUTEX_WAKE, 1, nullptr, nullptr, 0);
   // Its output, until it exits (end of file). This thread waits here in
@@ -324,9 +331,8 @@ bool run_helper(Reason why) {
   int status = 0;
   while (waitpid(child, &status, __WALL) < 0 && errno == EINTR) {
   }
-  // Nobody may trace this process again (the program that declared a
-  // ptracer of its own gets it back only if it declares it again).
-  prctl(PR_SET_PTRACER, 0, 0, 0, 0);
+  // The program's own ptracer back (none unless it declared one).
+  set_ptracer(faultline::install::g_program_ptracer);
   const char* line = last_line(out, len);
   if (timed_out) return why.set("the faultline helper took more than 60 s");
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {

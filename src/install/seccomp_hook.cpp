@@ -1,12 +1,14 @@
 // The `syscall()` and `prctl()` interposers: the two ways a program (or
-// libseccomp) sets a seccomp mode. A filter that kills or traps a system
-// call faultline's crash path makes would change the job's fate: the crash
-// would end by SIGSYS (or, for a thread-killing filter, not end the process
-// at all) instead of the program's own signal. Before such a filter goes
-// in, faultline looks at it (install/seccomp_filter.cpp) and steps aside
-// if it must. Every other call passes straight to the kernel, as libc's
-// `syscall()` and `prctl()` do. faultline's own crash path calls
-// `syscall()` too: this file is checked with it (tools/check-signal-safety).
+// libseccomp) sets a seccomp mode, or declares its ptracer (remembered, so
+// that a live dump by helper can put it back: seccomp_hook.h). A filter that kills or traps a
+// system call faultline's crash path makes would change the job's fate: the crash would end by
+// SIGSYS (or, for a thread-killing filter, not end the process at all) instead of the program's own
+// signal. Before such a filter goes in, faultline looks at it (install/seccomp_filter.cpp) and
+// steps aside if it must. Every other call passes straight to the kernel, as libc's `syscall()` and
+// `prctl()` do. faultline's own crash path calls `syscall()` too: this file is checked with it
+// (tools/check-signal-safety).
+#include "install/seccomp_hook.h"
+
 #include <errno.h>
 #include <linux/seccomp.h>
 #include <stdarg.h>
@@ -16,6 +18,14 @@
 
 #include "core/base/arch.h"
 #include "install/seccomp_filter.h"
+
+#ifndef PR_SET_PTRACER
+#define PR_SET_PTRACER 0x59616d61
+#endif
+
+namespace faultline::install {
+volatile unsigned long g_program_ptracer = 0;
+}  // namespace faultline::install
 
 namespace {
 
@@ -44,6 +54,15 @@ void before_seccomp(long mode_arg, long flags, long prog, bool prctl_form) {
   }
 }
 
+// prctl(PR_SET_PTRACER, who) made by the program: remembered once the
+// kernel took it.
+long ptracer_set(long r, const long a[6]) {
+  if (r == 0 && static_cast<int>(a[0]) == PR_SET_PTRACER) {
+    faultline::install::g_program_ptracer = static_cast<unsigned long>(a[1]);
+  }
+  return r;
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) long syscall(long n, ...) {
@@ -56,6 +75,7 @@ extern "C" __attribute__((visibility("default"))) long syscall(long n, ...) {
   if (nr == SYS_seccomp) before_seccomp(a[0], static_cast<unsigned>(a[1]), a[2], false);
   if (nr == SYS_prctl && static_cast<int>(a[0]) == PR_SET_SECCOMP)
     before_seccomp(a[1], 0, a[2], true);
+  if (nr == SYS_prctl) return ptracer_set(forward(n, a), a);
   return forward(n, a);
 }
 
@@ -66,5 +86,5 @@ extern "C" __attribute__((visibility("default"))) int prctl(int option, ...) {
   for (int i = 1; i < 5; ++i) a[i] = static_cast<long>(va_arg(ap, unsigned long));
   va_end(ap);
   if (option == PR_SET_SECCOMP) before_seccomp(a[1], 0, a[2], true);
-  return static_cast<int>(forward(SYS_prctl, a));
+  return static_cast<int>(ptracer_set(forward(SYS_prctl, a), a));
 }
