@@ -26,6 +26,10 @@ namespace faultline::core {
 // owner takes a live dump. One atomic word, so a crash can never mistake a
 // dump for another crash in the window between claiming and flagging.
 constexpr pid_t kDumpBit = 0x40000000;  // tids are below 2^22
+// The owner word for good once faultline stepped aside for a seccomp filter
+// (install/seccomp_filter.h): a crash that reached the handler before then
+// is handed on with no report (its system calls may be fatal now).
+constexpr pid_t kStoodDown = 0x20000000;
 
 // Who writes the crash report. One compare-and-swap from kNobody, so never both.
 enum class Writer : int {

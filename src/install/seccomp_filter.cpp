@@ -1,6 +1,12 @@
+// Reading a seccomp filter before it goes in (seccomp_filter.h): the system
+// calls of faultline's crash path, judged by the filter with the arguments
+// the crash path makes them with, and stepping aside.
 #include "install/seccomp_filter.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/mman.h>
@@ -9,10 +15,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #include "core/base/arch.h"
 #include "core/base/raw_log.h"
 #include "core/base/sys.h"
 #include "core/crash_state.h"
+#include "core/handler_state.h"
 #include "faultline/faultline.h"
 
 namespace faultline::install {
@@ -20,202 +29,223 @@ namespace {
 
 using faultline::core::g_crash;
 
-// A system call of the crash path, with the arguments it is made with
-// (kPid, kTid and kSignal stand for this process's and thread's ids and
-// each signal the crash path sends).
-enum : long { kPid = -1001, kTid = -1002, kSignal = -1003 };
-// Names are held in place, not pointed to: a table of pointers would be
-// relocated by the loader in every process at start.
+// Stand-ins for arguments that take this process's values: its ids, each
+// signal the crash path sends or sets, each descriptor it opens files at.
+enum : long { kPid = -1001, kTid = -1002, kSignal = -1003, kDirFd = -1004 };
+
+// A system call of the crash path and the arguments it is made with.
+// `hands_on`: the crash is handed on with it (the signal's own fate), so
+// the filter must allow it; for the others an error is handled (no report,
+// or a fallback), only a fatal answer is not. Names are held in place, not
+// pointed to: a table of pointers would be relocated at every start.
 struct Probe {
   char name[20];
   long nr;
+  bool hands_on;
   long args[6];
 };
 
-#define P(name, ...)     \
-  {                      \
-#name, SYS_##name, { \
-      __VA_ARGS__        \
-    }                    \
-  }
 constexpr long kReport = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
 constexpr long kAnon = MAP_PRIVATE | MAP_ANONYMOUS;
 constexpr long kRw = PROT_READ | PROT_WRITE;
 constexpr long kProcmapQuery = 0xc0686611;  // PROCMAP_QUERY (fault_access.cpp)
+constexpr long kNoHugePage = 15;            // MADV_NOHUGEPAGE
+constexpr long kPopulateWrite = 23;         // MADV_POPULATE_WRITE (arena.cpp)
+
+// clang-format off
+#define P(name, hands_on, ...) {#name, SYS_##name, hands_on, {__VA_ARGS__}}
 const Probe kProbes[] = {
-    P(rt_sigreturn),
-    P(rt_sigaction, kSignal),
-    P(rt_sigprocmask, SIG_SETMASK),
-    P(rt_sigprocmask, SIG_BLOCK),
-    P(rt_sigprocmask, SIG_UNBLOCK),
-    P(rt_sigpending),
-    P(rt_sigtimedwait),
-    P(rt_tgsigqueueinfo, kPid, kTid, kSignal),
-    P(tgkill, kPid, kTid, kSignal),
-    P(sigaltstack),
-    P(gettid),
-    P(getpid),
-    P(getppid),
-    P(getuid),
-    P(geteuid),
-    P(uname),
-    P(prctl, PR_GET_NAME),
-    P(clock_gettime, CLOCK_MONOTONIC),
-    P(clock_gettime, CLOCK_REALTIME),
-    P(clock_nanosleep, CLOCK_REALTIME),
-    P(sched_yield),
-    P(sched_getaffinity, kTid),
-    P(futex, 0, 0 /*FUTEX_WAIT*/),
-    P(futex, 0, 1 /*FUTEX_WAKE*/),
-    P(getrandom),
-    P(timer_create, CLOCK_MONOTONIC),
-    P(timer_settime),
-    P(timer_delete),
-    P(process_vm_readv, kPid),
-    P(mmap, 0, 0, kRw, kAnon, -1, 0),
-    P(mprotect, 0, 0, PROT_NONE),
-    P(mprotect, 0, 0, kRw),
-    P(munmap),
-    P(madvise, 0, 0, MADV_DONTNEED),
-    P(openat, AT_FDCWD, 0, O_RDONLY | O_CLOEXEC),
-    P(openat, AT_FDCWD, 0, O_RDONLY | O_DIRECTORY | O_CLOEXEC),
-    P(openat, AT_FDCWD, 0, kReport, 0600),
-    P(read),
-    P(pread64),
-    P(write),
-    P(pwrite64),
-    P(close),
-    P(fsync),
-    P(fcntl, 0, F_GETFD),
-    P(fcntl, 0, F_GETFL),
-    P(fcntl, 0, F_DUPFD_CLOEXEC),
-    P(newfstatat),
-    P(fstatfs),
-    P(getdents64),
-    P(getcwd),
-    P(readlinkat, AT_FDCWD),
-    P(renameat2, AT_FDCWD, 0, AT_FDCWD),
-    P(linkat, AT_FDCWD, 0, AT_FDCWD),
-    P(unlinkat, AT_FDCWD),
-    P(ioctl, 0, kProcmapQuery),
-    P(ppoll),
-    P(exit_group),
-    P(exit),
+    P(rt_sigreturn, true),
+    P(rt_sigaction, true, kSignal),
+    P(rt_sigprocmask, true, SIG_SETMASK),
+    P(rt_sigprocmask, true, SIG_BLOCK),
+    P(rt_sigprocmask, true, SIG_UNBLOCK),
+    P(rt_tgsigqueueinfo, true, kPid, kTid, kSignal),
+    P(tgkill, true, kPid, kTid, kSignal),
+    P(gettid, true),
+    P(getpid, true),
+    P(exit_group, true),
+    P(exit, true),
+    P(rt_sigpending, false),
+    P(rt_sigtimedwait, false),
+    P(sigaltstack, false),
+    P(getppid, false),
+    P(getuid, false),
+    P(geteuid, false),
+    P(uname, false),
+    P(prctl, false, PR_GET_NAME),
+    P(clock_gettime, false, CLOCK_MONOTONIC),
+    P(clock_gettime, false, CLOCK_REALTIME),
+    P(clock_nanosleep, false, CLOCK_REALTIME),
+    P(sched_yield, false),
+    P(sched_getaffinity, false, kTid),
+    P(futex, false, 0, FUTEX_WAIT),
+    P(futex, false, 0, FUTEX_WAKE),
+    P(futex, false, 0, FUTEX_WAIT_PRIVATE),
+    P(futex, false, 0, FUTEX_WAKE_PRIVATE),
+    P(getrandom, false),
+    P(timer_create, false, CLOCK_MONOTONIC),
+    P(timer_settime, false),
+    P(timer_delete, false),
+    P(setitimer, false, ITIMER_REAL),
+    P(process_vm_readv, false, kPid),
+    P(pipe2, false, 0, O_CLOEXEC),
+    P(pipe2, false, 0, O_CLOEXEC | O_NONBLOCK),
+    P(mmap, false, 0, 0, kRw, kAnon, -1, 0),
+    P(mmap, false, 0, 0, kRw, kAnon | MAP_NORESERVE, -1, 0),
+    P(mprotect, false, 0, 0, PROT_NONE),
+    P(mprotect, false, 0, 0, kRw),
+    P(munmap, false),
+    P(madvise, false, 0, 0, MADV_DONTNEED),
+    P(madvise, false, 0, 0, kNoHugePage),
+    P(madvise, false, 0, 0, kPopulateWrite),
+    P(openat, false, AT_FDCWD, 0, O_RDONLY | O_CLOEXEC),
+    P(openat, false, AT_FDCWD, 0, O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+    P(openat, false, kDirFd, 0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC),
+    P(openat, false, kDirFd, 0, kReport, 0600),
+    P(openat, false, AT_FDCWD, 0, kReport, 0600),
+    P(openat, false, kDirFd, 0, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600),
+    P(openat, false, AT_FDCWD, 0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644),
+    P(read, false),
+    P(pread64, false),
+    P(write, false),
+    P(pwrite64, false),
+    P(close, false),
+    P(fsync, false),
+    P(fcntl, false, 0, F_GETFD),
+    P(fcntl, false, 0, F_GETFL),
+    P(fcntl, false, 0, F_SETFD),
+    P(fcntl, false, 0, F_DUPFD_CLOEXEC),
+    P(newfstatat, false),
+    P(newfstatat, false, 0, 0, 0, AT_EMPTY_PATH),
+    P(fstatfs, false),
+    P(getdents64, false),
+    P(getcwd, false),
+    P(readlinkat, false, AT_FDCWD),
+    P(renameat2, false, kDirFd, 0, kDirFd),
+    P(linkat, false, kDirFd, 0, kDirFd),
+    P(unlinkat, false, kDirFd),
+    P(ioctl, false, 0, kProcmapQuery),
+    P(ppoll, false),
 #ifdef SYS_fstat
-    P(fstat),
+    P(fstat, false),
 #endif
 #ifdef SYS_readlink
-    P(readlink),
+    P(readlink, false),
 #endif
 #ifdef SYS_renameat
-    P(renameat, AT_FDCWD, 0, AT_FDCWD),
+    P(renameat, false, kDirFd, 0, kDirFd),
 #endif
 #ifdef SYS_poll
-    P(poll),
+    P(poll, false),
 #endif
 #ifdef SYS_open
-    P(open, 0, O_RDONLY | O_CLOEXEC),
+    P(open, false, 0, O_RDONLY | O_CLOEXEC),
+#endif
+#ifdef SYS_alarm
+    P(alarm, false),
 #endif
 };
 #undef P
-// The fallbacks, each made only when the call it stands in for is refused
-// (the pipe when process_vm_readv is, alarm when the POSIX timer is).
-struct Fallback {
-  char name[12];
-  long nr;
-  char of[20];
-};
-const Fallback kFallbacks[] = {
-    {"pipe2", SYS_pipe2, "process_vm_readv"},
-    {"setitimer", SYS_setitimer, "timer_create"},
-#ifdef SYS_alarm
-    {"alarm", SYS_alarm, "timer_create"},
-#endif
-};
+// clang-format on
 
-// The signals the crash path sends or (re)installs: the fatal ones, the
-// thread-stack request, the dump signal, the watchdog's SIGALRM.
-int signals_sent(int* out, int cap) {
+// The values a stand-in takes: every signal the crash path sends or sets
+// (those faultline handles, the stack request, the dump signal, the
+// watchdog's SIGALRM, SIGPIPE and SIGXFSZ it ignores while writing), and
+// the descriptors it opens files at.
+int values_of(long stand_in, long* out, int cap) {
   int n = 0;
-  auto add = [&](int s) {
-    if (s > 0 && n < cap) out[n++] = s;
+  auto add = [&](long v) {
+    for (int i = 0; i < n; ++i) {
+      if (out[i] == v) return;
+    }
+    if (n < cap) out[n++] = v;
   };
-  static const int kFixed[] = {SIGSEGV, SIGBUS, SIGILL,  SIGFPE,  SIGABRT,
-                               SIGTRAP, SIGSYS, SIGALRM, SIGTERM, SIGINT};
-  for (int s : kFixed) add(s);
-  add(g_crash.config.thread_signal > 0 ? g_crash.config.thread_signal : SIGRTMAX - 3);
-  add(g_crash.config.dump_signal);
+  switch (stand_in) {
+    case kPid:
+      add(faultline::core::sys_getpid());
+      break;
+    case kTid:
+      add(faultline::core::sys_gettid());
+      break;
+    case kDirFd:
+      add(AT_FDCWD);
+      if (g_crash.config.dir_fd >= 0) add(g_crash.config.dir_fd);
+      add(3);
+      break;
+    default: {
+      static const int kFixed[] = {SIGSEGV, SIGBUS,  SIGILL,  SIGFPE, SIGABRT, SIGTRAP,
+                                   SIGSYS,  SIGALRM, SIGTERM, SIGINT, SIGPIPE, SIGXFSZ};
+      for (int s : kFixed) add(s);
+      for (int s = 1; s < 64; ++s) {
+        if ((g_crash.config.signals >> s) & 1) add(s);
+      }
+      add(g_crash.config.thread_signal > 0 ? g_crash.config.thread_signal : SIGRTMAX - 3);
+      if (g_crash.config.dump_signal > 0) add(g_crash.config.dump_signal);
+      break;
+    }
+  }
   return n;
 }
 
-uint32_t load_word(const seccomp_data& d, uint32_t off) {
-  uint32_t v;
-  __builtin_memcpy(&v, reinterpret_cast<const char*>(&d) + off, 4);
-  return v;
-}
-
-SeccompVerdict verdict_of(uint32_t ret) {
-  switch (ret & SECCOMP_RET_ACTION_FULL) {
-    case SECCOMP_RET_ALLOW:
-    case SECCOMP_RET_LOG:
-    case SECCOMP_RET_USER_NOTIF:  // a supervisor answers: it does not kill
-      return SeccompVerdict::kAllow;
-    case SECCOMP_RET_ERRNO:
-    case SECCOMP_RET_TRACE:  // ENOSYS without a tracer
-      return SeccompVerdict::kRefuse;
-    default:  // KILL_PROCESS, KILL_THREAD, TRAP, and what the kernel does not know
-      return SeccompVerdict::kFatal;
+// The worst answer of the filter to system call p, each stand-in tried
+// with each value it takes (one stand-in per call at most).
+SeccompVerdict judge(const sock_filter* prog, unsigned n, const Probe& p) {
+  int which = -1;
+  for (int i = 0; i < 6; ++i) {
+    if (p.args[i] <= kPid && p.args[i] >= kDirFd) which = i;
   }
-}
-
-// Answers with the worse of two verdicts (a stack of filters: the kernel
-// takes the strictest).
-SeccompVerdict worse(SeccompVerdict a, SeccompVerdict b) {
-  return static_cast<int>(a) > static_cast<int>(b) ? a : b;
-}
-
-// The verdict on system call nr with args, every argument that stands for
-// an id or a signal tried with each value it takes.
-SeccompVerdict judge(const sock_filter* prog, unsigned n, bool strict, long nr, const long* args) {
-  if (strict) {
-    bool ok = nr == SYS_read || nr == SYS_write || nr == SYS_exit || nr == SYS_rt_sigreturn;
-    return ok ? SeccompVerdict::kAllow : SeccompVerdict::kFatal;
-  }
-  int sigs[16];
-  int nsigs = signals_sent(sigs, 16);
-  bool has_signal = false;
-  for (int i = 0; i < 6; ++i) has_signal |= args[i] == kSignal;
-  SeccompVerdict v = SeccompVerdict::kAllow;
-  for (int k = 0; k < (has_signal ? nsigs : 1); ++k) {
+  long values[80];
+  int nvalues = which < 0 ? 1 : values_of(p.args[which], values, 80);
+  SeccompVerdict worst = SeccompVerdict::kAllow;
+  for (int k = 0; k < nvalues; ++k) {
     seccomp_data d = {};
-    d.nr = static_cast<int>(nr);
+    d.nr = static_cast<int>(p.nr);
     d.arch = faultline::core::kArchAudit;
     for (int i = 0; i < 6; ++i) {
-      long a = args[i];
-      if (a == kPid) a = faultline::core::sys_getpid();
-      if (a == kTid) a = faultline::core::sys_gettid();
-      if (a == kSignal) a = sigs[k];
+      long a = i == which ? values[k] : p.args[i];
+      if (i != which && a <= kPid && a >= kDirFd) {
+        long one;
+        values_of(a, &one, 1);
+        a = one;
+      }
       d.args[i] = static_cast<uint64_t>(a);
     }
-    SeccompVerdict r = seccomp_evaluate(prog, n, d);
-    if (r == SeccompVerdict::kInvalid) return r;
-    v = worse(v, r);
+    SeccompVerdict v = seccomp_evaluate(prog, n, d);
+    if (static_cast<int>(v) > static_cast<int>(worst)) worst = v;
   }
-  return v;
+  return worst;
 }
 
 char g_stood_down[64];
 
 // Stepping aside: faultline's handlers give way to the program's, as
-// faultline_uninstall() does, and a later install is refused. `call`: the
-// system call the filter makes fatal ("strict mode": all but four).
-void stand_down(const char* call) {
+// faultline_uninstall() does, and a later install is refused. `why`: the
+// system call the filter stops ("strict mode": all but four). First the
+// owner word, for good: a live dump in progress is let finish (its calls
+// may be fatal once the filter is in), a crash in progress ends the
+// process (its owner will); one that reached the handler later is handed on
+// (core/handler_state.h, kStoodDown).
+void stand_down(const char* why) {
   size_t n = 0;
-  for (; call[n] && n + 1 < sizeof g_stood_down; ++n) g_stood_down[n] = call[n];
+  for (; why[n] && n + 1 < sizeof g_stood_down; ++n) g_stood_down[n] = why[n];
   g_stood_down[n] = '\0';
   if (!g_crash.installed) return;
+  auto& owner = faultline::core::g_handler.owner;
+  for (int waited_ms = 0;; ++waited_ms) {
+    pid_t expected = 0;
+    if (owner.compare_exchange_strong(expected, faultline::core::kStoodDown,
+                                      std::memory_order_acq_rel)) {
+      break;
+    }
+    if (expected == faultline::core::kStoodDown) break;
+    // A dump that has not ended in 30 s: the filter goes in regardless.
+    if ((expected & faultline::core::kDumpBit) && waited_ms > 30 * 1000) break;
+    struct timespec ts = {0, 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
   if (g_crash.config.write_stderr) {
-    faultline::core::raw_log("faultline: seccomp makes system calls faultline needs fatal (",
+    faultline::core::raw_log("faultline: a seccomp filter would stop the crash handler (",
                              g_stood_down,
                              "); crash reports are off in this process, so that a crash ends "
                              "as it would without faultline\n");
@@ -224,194 +254,89 @@ void stand_down(const char* call) {
 }
 
 // Copies n bytes of the caller's memory at addr without faulting on a bad
-// pointer (the kernel would answer EFAULT): through a pipe, not
-// process_vm_readv, which a filter already in place may kill.
-bool read_caller(void* dst, uintptr_t addr, size_t n) {
+// pointer: through a pipe, not process_vm_readv, which a filter already in
+// place may kill. kRead, kBadAddress (the kernel will answer EFAULT: no
+// filter), or kUnreadable (no pipe: out of descriptors, or refused).
+enum class Read { kRead, kBadAddress, kUnreadable };
+Read read_caller(void* dst, uintptr_t addr, size_t n) {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return false;
-  bool ok = true;
-  for (size_t done = 0; ok && done < n;) {
+  if (pipe2(fds, O_CLOEXEC) != 0) return Read::kUnreadable;
+  Read r = Read::kRead;
+  for (size_t done = 0; r == Read::kRead && done < n; done += 4096) {
     size_t chunk = n - done < 4096 ? n - done : 4096;
-    ok = write(fds[1], reinterpret_cast<const void*>(addr + done), chunk) ==
-             static_cast<ssize_t>(chunk) &&
-         read(fds[0], static_cast<char*>(dst) + done, chunk) == static_cast<ssize_t>(chunk);
-    done += chunk;
+    ssize_t w = write(fds[1], reinterpret_cast<const void*>(addr + done), chunk);
+    if (w != static_cast<ssize_t>(chunk)) {
+      r = w < 0 && errno == EFAULT ? Read::kBadAddress : Read::kUnreadable;
+    } else if (read(fds[0], static_cast<char*>(dst) + done, chunk) != w) {
+      r = Read::kUnreadable;
+    }
   }
   close(fds[0]);
   close(fds[1]);
-  return ok;
+  return r;
+}
+
+// The kernel sets a filter only for a thread with no_new_privs or
+// CAP_SYS_ADMIN (EACCES otherwise). Straight to the kernel: the prctl()
+// interposer is this library's.
+bool may_set_filter() {
+  if (faultline::core::arch_syscall6(SYS_prctl, PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0, 0) == 1) {
+    return true;
+  }
+  __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (faultline::core::arch_syscall6(SYS_capget, reinterpret_cast<long>(&hdr),
+                                     reinterpret_cast<long>(data), 0, 0, 0, 0) != 0) {
+    return true;  // unknown: as if it may
+  }
+  return (data[CAP_SYS_ADMIN / 32].effective >> (CAP_SYS_ADMIN % 32)) & 1;
 }
 
 }  // namespace
 
-SeccompVerdict seccomp_evaluate(const sock_filter* prog, unsigned n, const seccomp_data& data) {
-  if (n == 0 || n > BPF_MAXINSNS) return SeccompVerdict::kInvalid;
-  uint32_t a = 0, x = 0, mem[BPF_MEMWORDS] = {};
-  for (unsigned pc = 0; pc < n; ++pc) {
-    const sock_filter& f = prog[pc];
-    uint32_t k = f.k;
-    switch (BPF_CLASS(f.code)) {
-      case BPF_LD:
-      case BPF_LDX: {
-        uint32_t v;
-        switch (BPF_MODE(f.code)) {
-          case BPF_ABS:
-            if (BPF_CLASS(f.code) != BPF_LD || BPF_SIZE(f.code) != BPF_W || (k & 3) ||
-                k >= sizeof(seccomp_data)) {
-              return SeccompVerdict::kInvalid;
-            }
-            v = load_word(data, k);
-            break;
-          case BPF_IMM:
-            v = k;
-            break;
-          case BPF_MEM:
-            if (k >= BPF_MEMWORDS) return SeccompVerdict::kInvalid;
-            v = mem[k];
-            break;
-          case BPF_LEN:
-            v = sizeof(seccomp_data);
-            break;
-          default:
-            return SeccompVerdict::kInvalid;
-        }
-        (BPF_CLASS(f.code) == BPF_LD ? a : x) = v;
-        break;
-      }
-      case BPF_ST:
-      case BPF_STX:
-        if (k >= BPF_MEMWORDS) return SeccompVerdict::kInvalid;
-        mem[k] = BPF_CLASS(f.code) == BPF_ST ? a : x;
-        break;
-      case BPF_ALU: {
-        uint32_t s = BPF_SRC(f.code) == BPF_X ? x : k;
-        switch (BPF_OP(f.code)) {
-          case BPF_ADD:
-            a += s;
-            break;
-          case BPF_SUB:
-            a -= s;
-            break;
-          case BPF_MUL:
-            a *= s;
-            break;
-          case BPF_DIV:
-            if (s == 0) return verdict_of(0);  // the program ends, returning 0
-            a /= s;
-            break;
-          case BPF_MOD:
-            if (s == 0) return verdict_of(0);
-            a %= s;
-            break;
-          case BPF_OR:
-            a |= s;
-            break;
-          case BPF_AND:
-            a &= s;
-            break;
-          case BPF_XOR:
-            a ^= s;
-            break;
-          case BPF_LSH:
-            a = s < 32 ? a << s : 0;
-            break;
-          case BPF_RSH:
-            a = s < 32 ? a >> s : 0;
-            break;
-          case BPF_NEG:
-            a = 0u - a;
-            break;
-          default:
-            return SeccompVerdict::kInvalid;
-        }
-        break;
-      }
-      case BPF_JMP: {
-        unsigned next;
-        if (BPF_OP(f.code) == BPF_JA) {
-          next = pc + 1 + k;
-        } else {
-          uint32_t s = BPF_SRC(f.code) == BPF_X ? x : k;
-          bool taken;
-          switch (BPF_OP(f.code)) {
-            case BPF_JEQ:
-              taken = a == s;
-              break;
-            case BPF_JGT:
-              taken = a > s;
-              break;
-            case BPF_JGE:
-              taken = a >= s;
-              break;
-            case BPF_JSET:
-              taken = (a & s) != 0;
-              break;
-            default:
-              return SeccompVerdict::kInvalid;
-          }
-          next = pc + 1 + (taken ? f.jt : f.jf);
-        }
-        if (next >= n || next <= pc) return SeccompVerdict::kInvalid;
-        pc = next - 1;
-        break;
-      }
-      case BPF_RET:
-        if (BPF_RVAL(f.code) == BPF_K) return verdict_of(k);
-        if (BPF_RVAL(f.code) == BPF_A) return verdict_of(a);
-        return SeccompVerdict::kInvalid;
-      case BPF_MISC:
-        if (BPF_MISCOP(f.code) == BPF_TAX) {
-          x = a;
-        } else if (BPF_MISCOP(f.code) == BPF_TXA) {
-          a = x;
-        } else {
-          return SeccompVerdict::kInvalid;
-        }
-        break;
-      default:
-        return SeccompVerdict::kInvalid;
-    }
-  }
-  return SeccompVerdict::kInvalid;  // ran off the end: the kernel refuses it
-}
-
 const char* seccomp_fatal_call(const sock_filter* prog, unsigned n, bool strict) {
-  const char* refused[8] = {};
-  int nrefused = 0;
   for (const Probe& p : kProbes) {
-    SeccompVerdict v = judge(prog, n, strict, p.nr, p.args);
-    if (v == SeccompVerdict::kInvalid) return nullptr;  // the kernel refuses the filter
-    if (v == SeccompVerdict::kFatal) return p.name;
-    if (v == SeccompVerdict::kRefuse && nrefused < 8) refused[nrefused++] = p.name;
-  }
-  static const long kNoArgs[6] = {};
-  for (const Fallback& f : kFallbacks) {
-    bool needed = false;
-    for (int i = 0; i < nrefused; ++i) {
-      const char* a = refused[i];
-      const char* b = f.of;
-      while (*a && *a == *b) ++a, ++b;
-      needed |= *a == *b;
+    if (strict) {
+      bool ok =
+          p.nr == SYS_read || p.nr == SYS_write || p.nr == SYS_exit || p.nr == SYS_rt_sigreturn;
+      if (!ok) return p.name;
+      continue;
     }
-    if (needed && judge(prog, n, strict, f.nr, kNoArgs) == SeccompVerdict::kFatal) return f.name;
+    SeccompVerdict v = judge(prog, n, p);
+    if (v == SeccompVerdict::kFatal || (v == SeccompVerdict::kRefuse && p.hands_on)) return p.name;
   }
   return nullptr;
 }
 
 void seccomp_before_set(bool strict, uintptr_t prog_addr) {
   if (g_stood_down[0]) return;
+  // A vfork() or CLONE_VM child (before its exec) shares this memory: its
+  // filter is its own, faultline stays in the parent.
+  if (g_crash.pid != 0 && faultline::core::sys_getpid() != g_crash.pid) return;
   if (strict) {
     stand_down("strict mode");
     return;
   }
+  if (!prog_addr || !may_set_filter()) return;  // EFAULT, EACCES: no filter
   sock_fprog fprog;
-  if (!prog_addr || !read_caller(&fprog, prog_addr, sizeof fprog)) return;
+  Read r = read_caller(&fprog, prog_addr, sizeof fprog);
+  if (r == Read::kBadAddress) return;  // EFAULT: no filter
+  if (r == Read::kUnreadable) {
+    stand_down("a filter faultline could not read");
+    return;
+  }
   if (fprog.len == 0 || fprog.len > BPF_MAXINSNS || !fprog.filter) return;  // EINVAL, EFAULT
   size_t bytes = fprog.len * sizeof(sock_filter);
   void* copy = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (copy == MAP_FAILED) return;
+  if (copy == MAP_FAILED) {
+    stand_down("a filter faultline could not read");
+    return;
+  }
   auto* filter = static_cast<sock_filter*>(copy);
-  if (read_caller(filter, reinterpret_cast<uintptr_t>(fprog.filter), bytes)) {
+  r = read_caller(filter, reinterpret_cast<uintptr_t>(fprog.filter), bytes);
+  if (r == Read::kUnreadable) {
+    stand_down("a filter faultline could not read");
+  } else if (r == Read::kRead && seccomp_valid(filter, fprog.len)) {  // else: no filter
     if (const char* call = seccomp_fatal_call(filter, fprog.len, false)) stand_down(call);
   }
   munmap(copy, bytes);

@@ -282,8 +282,9 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
     return;
   }
   if (!report_crash(report_signo, report_info, report_uc)) {
-    // Another thread owns the crash and reported it: hand our own signal on
-    // as if faultline were not there.
+    // Another thread owns the crash and reported it (or faultline stepped
+    // aside for a seccomp filter): hand our own signal on as if faultline
+    // were not there.
     errno = saved_errno;
     chain(signo, info);
     return;
@@ -323,6 +324,7 @@ bool report_crash(int signo, siginfo_t* info, void* ucv) {
       continue;
     }
     if (expected & kDumpBit) die_with_default(signo);  // the dump never ended
+    if (expected == kStoodDown) return false;          // faultline stepped aside
     // Another thread owns the crash: record ours for its report, leave our
     // crash context for its stack request, and wait for the report.
     record_secondary(self, signo, info, ucv);
