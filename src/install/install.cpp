@@ -97,7 +97,7 @@ using install::warn_bad;
 void atfork_child() {
   // A fork child is never the rank: its SIGTERM is the program's alone.
   // First: until the new pid is recorded, the handler writes no report.
-  shutdown_after_fork();
+  g_crash.config.signals &= ~shutdown_after_fork();
   g_crash.pid = sys_getpid();
   reset_ownership_after_fork();
   threads_reset_after_fork();
