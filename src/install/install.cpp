@@ -47,6 +47,7 @@
 #include "install/cmdline.h"
 #include "install/crash_arena.h"
 #include "install/dump_signal.h"
+#include "install/job_parent.h"
 #include "install/libunwind_load.h"
 #include "install/main_altstack.h"
 #include "install/module_snapshot_refresh.h"
@@ -94,6 +95,9 @@ using install::warn_bad;
 // After fork: the child is a new process with its own pid (its reports get
 // their own names) and must not share the SafeReader's pipe with the parent.
 void atfork_child() {
+  // A fork child is never the rank: its SIGTERM is the program's alone.
+  // First: until the new pid is recorded, the handler writes no report.
+  g_crash.config.signals &= ~shutdown_after_fork();
   g_crash.pid = sys_getpid();
   reset_ownership_after_fork();
   threads_reset_after_fork();
@@ -355,11 +359,13 @@ extern "C" int faultline_install(const faultline_options* caller) {
   read_scrub_settings(cfg);
   read_crash_limits(cfg);
   copy_options(cfg, opts);
-  // SIGTERM and SIGINT under torchrun, where the program keeps its own view
-  // of them: the interposer stays in front, or the library came late (a
-  // dlopen, after the program's run time set its handlers).
+  // SIGTERM and SIGINT under torchrun, in the rank itself (not in a
+  // process it started), where the program keeps its own view of them: the
+  // interposer stays in front, or the library came late (a dlopen, after
+  // the program's run time set its handlers).
   bool program_view_kept = opts->stay_in_front != 0 || !g_sigaction_interposed;
-  cfg->signals |= shutdown_init(job_identity_present(), program_view_kept);
+  cfg->signals |= shutdown_init(job_identity_present(), program_view_kept,
+                                faultline::install::parent_in_same_job, cfg->signals);
   int dump_signo = choose_dump_signal(opts);
   cfg->dump_signal = dump_signo;
   g_crash.pid = sys_getpid();

@@ -6,7 +6,6 @@ SIGTERM handler), else the default action, else nothing when the program
 ignores it. The program keeps its own view of both signals
 (signal.getsignal). The oracle is the same program without faultline:
 exit status, output and getsignal answers must be the same."""
-import json
 import os
 import signal
 import subprocess
@@ -117,12 +116,7 @@ def run_and_stop(mode, signo, env, preload=True, python=sys.executable):
         p.stdin.write("go\n")
         p.stdin.flush()
     out, err = p.communicate(timeout=60)
-    reports = []
-    for name in sorted(os.listdir(report_dir)):
-        if name.startswith("faultline-") and name.endswith(".json"):
-            with open(os.path.join(report_dir, name)) as f:
-                reports.append(json.load(f))
-    return p.returncode, reports, out, err
+    return p.returncode, fltest.reports_in(report_dir), out, err
 
 
 def python_functions(report):

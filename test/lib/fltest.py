@@ -67,10 +67,7 @@ def run(cmd, preload=True, env=None, report_dir=None, timeout=60, cwd=None, stdi
     if env:
         e.update(env)
     p = subprocess.run(cmd, env=e, capture_output=True, timeout=timeout, cwd=cwd, input=stdin)
-    reports = []
-    for path in sorted(glob.glob(os.path.join(report_dir, "faultline-*.json"))):
-        with open(path, "rb") as f:
-            reports.append(json.loads(f.read().decode("utf-8")))
+    reports = reports_in(report_dir)
     if suite_unwinder and preload and e.get("FAULTLINE_UNWINDER") == suite_unwinder:
         # A suite run for one unwinder must have used it, or it tests nothing new.
         for rep in reports:
@@ -79,6 +76,15 @@ def run(cmd, preload=True, env=None, report_dir=None, timeout=60, cwd=None, stdi
                     assert t.get("unwinder", "").startswith(suite_unwinder), (suite_unwinder, t.get("unwinder"))
     return Run(p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"),
                reports, report_dir)
+
+
+def reports_in(report_dir):
+    """The reports in report_dir, in the order of their names."""
+    reports = []
+    for path in sorted(glob.glob(os.path.join(report_dir, "faultline-*.json"))):
+        with open(path, "rb") as f:
+            reports.append(json.loads(f.read().decode("utf-8")))
+    return reports
 
 
 def listdir(d):
