@@ -126,14 +126,20 @@ struct NativeStack {
 
 // A stopped thread's stack, by the crash path's unwinder from the registers
 // its tracer reads.
-void unwind_thread(pid_t tid, const core::ModuleTable& table, NativeStack* st,
+void unwind_thread(const StoppedThread& t, const core::ModuleTable& table, NativeStack* st,
                    core::CaptureErrors* errors) {
+  pid_t tid = t.tid;
   st->tid = tid;
   ucontext_t uc;
   if (!remote_registers(tid, &uc, &st->registers)) {
     st->note = "its registers could not be read";
     return;
   }
+#if defined(__x86_64__)
+  // The result register as the thread had it, before the stop's EINTR was
+  // made a restart.
+  if (t.eintr_restarted) st->registers["rax"] = fmt::format("{:#x}", static_cast<uint64_t>(-EINTR));
+#endif
   st->frames.resize(kMaxFrames);
   core::ThreadCapture tc{};
   tc.tid = tid;
@@ -307,18 +313,30 @@ json thread_json(pid_t pid, const NativeStack& st, const core::PythonCapture& py
 // For tests only: with FAULTLINE_TEST_DUMP_HOLD=1 in its environment the
 // dump says on stderr where it is ("faultline-test: threads stopped", then
 // "threads let go") and waits there for a line on stdin, so that a test acts
-// on the target at a moment it knows, without timing.
-void test_hold(const char* where) {
-  static const bool hold = [] {
+// on the target at a moment it knows, without timing. With
+// FAULTLINE_TEST_DUMP_HOLD=seized it holds there too, and also after it
+// attaches each thread, before it asks it to stop ("thread seized TID").
+const char* test_hold_mode() {
+  static const char* mode = [] {
     const char* v = std::getenv("FAULTLINE_TEST_DUMP_HOLD");
-    return v && std::strcmp(v, "1") == 0;
+    if (v && std::strcmp(v, "1") == 0) return "1";
+    if (v && std::strcmp(v, "seized") == 0) return "seized";
+    return "";
   }();
-  if (!hold) return;
+  return mode;
+}
+
+void test_hold(const char* where) {
+  if (!*test_hold_mode()) return;
   std::fprintf(stderr, "faultline-test: %s\n", where);
   std::fflush(stderr);
   char c = 0;
   while (::read(0, &c, 1) == 1 && c != '\n') {
   }
+}
+
+void test_hold_seized(pid_t tid) {
+  test_hold(fmt::format("thread seized {}", tid).c_str());
 }
 
 // What the tracer thread reads of the target, for the report.
@@ -339,6 +357,7 @@ struct Captured {
 int capture_stopped(pid_t pid, int wait_ms, Captured* c, std::string* why) {
   auto started = std::chrono::steady_clock::now();
   ThreadStopper stopper(pid);
+  if (std::strcmp(test_hold_mode(), "seized") == 0) stopper.set_seized_hook(test_hold_seized);
   int err = stopper.stop_all(why);
   if (err) return err;
   test_hold("threads stopped");
@@ -360,7 +379,7 @@ int capture_stopped(pid_t pid, int wait_ms, Captured* c, std::string* why) {
     if (t.done || t.tid <= 0) continue;  // exited meanwhile
     stacks.emplace_back();
     stacks.back().tid = t.tid;
-    if (t.stopped) unwind_thread(t.tid, c->cm.table, &stacks.back(), &c->errors);
+    if (t.stopped) unwind_thread(t, c->cm.table, &stacks.back(), &c->errors);
   }
   // Python stacks: the library's own walker.
   if (c->have_arena)
@@ -377,7 +396,7 @@ int capture_stopped(pid_t pid, int wait_ms, Captured* c, std::string* why) {
   while (StoppedThread* t = stopper.wait_late(wait_ms)) {
     for (NativeStack& st : stacks) {
       if (st.tid != t->tid) continue;
-      unwind_thread(t->tid, c->cm.table, &st, &c->errors);
+      unwind_thread(*t, c->cm.table, &st, &c->errors);
       st.note =
           "stopped for the dump only after the others had been let go (a wait in the "
           "kernel): captured alone, later";

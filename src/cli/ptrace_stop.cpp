@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -25,22 +26,38 @@ namespace faultline::cli {
 
 namespace {
 
-// The threads attached now, for the exit handler (a signal handler reads
-// them: a fixed array of atomics, no allocation).
+// The threads attached now, and beside each the signal it stopped on its
+// way to take (0: none), for the exit handler (a signal handler reads them:
+// fixed arrays of atomics, no allocation). The handler runs in the tracer
+// thread (the others block the exit signals), so it sees each entry either
+// before or after the tracer's update, never half of it.
 constexpr int kMaxAttached = 1 << 15;
 volatile sig_atomic_t g_attached[kMaxAttached];
+volatile sig_atomic_t g_pending[kMaxAttached];
 volatile sig_atomic_t g_nattached = 0;
 
 void remember(pid_t tid) {
   for (int i = 0; i < g_nattached; ++i) {
     if (g_attached[i] == 0) {
+      g_pending[i] = 0;
       g_attached[i] = tid;
       return;
     }
   }
   if (g_nattached < kMaxAttached) {
+    g_pending[g_nattached] = 0;
     g_attached[g_nattached] = tid;
     g_nattached = g_nattached + 1;
+  }
+}
+
+// Records the signal thread tid stopped on its way to take, for the exit
+// handler to give back. (A handler that runs between the waitpid that
+// reported the stop and this store still detaches with none: a window of a
+// few instructions.)
+void remember_pending(pid_t tid, int sig) {
+  for (int i = 0; i < g_nattached; ++i) {
+    if (g_attached[i] == tid) g_pending[i] = sig;
   }
 }
 
@@ -50,12 +67,14 @@ void forget(pid_t tid) {
   }
 }
 
-// Detaches what can be detached (threads in a ptrace stop) and ends the
+// Detaches what can be detached (threads in a ptrace stop), giving each the
+// signal it had stopped to take (a detach with none drops it), and ends the
 // process by the signal; the kernel lets any other attached thread go when
 // its tracer exits.
 void on_exit_signal(int sig) {
   for (int i = 0; i < g_nattached; ++i) {
-    if (g_attached[i] > 0) ptrace(PTRACE_DETACH, static_cast<pid_t>(g_attached[i]), 0, 0);
+    if (g_attached[i] > 0)
+      ptrace(PTRACE_DETACH, static_cast<pid_t>(g_attached[i]), 0, static_cast<long>(g_pending[i]));
   }
   signal(sig, SIG_DFL);
   raise(sig);
@@ -122,14 +141,15 @@ bool exiting(pid_t pid, pid_t tid) {
 // signal, or an ignored one (queued only because the thread is traced),
 // makes the call again (one with a timeout starts it again). Only these
 // calls: another that fails with EINTR may have done its work (close).
-void restart_stop_eintr(pid_t tid) {
+// Whether it made the change.
+bool restart_stop_eintr(pid_t tid) {
 #if defined(__x86_64__)
   constexpr long long kErestartNohand = 514;  // the kernel's, not in the uapi headers
   user_regs_struct r{};
   struct iovec io = {&r, sizeof r};
   // A 32-bit process's registers are smaller: not this layout.
-  if (ptrace(PTRACE_GETREGSET, tid, NT_PRSTATUS, &io) != 0 || io.iov_len != sizeof r) return;
-  if (static_cast<long long>(r.rax) != -EINTR) return;
+  if (ptrace(PTRACE_GETREGSET, tid, NT_PRSTATUS, &io) != 0 || io.iov_len != sizeof r) return false;
+  if (static_cast<long long>(r.rax) != -EINTR) return false;
   // orig_rax: the call the thread is in (-1: none, e.g. after a signal
   // handler's return restored an old EINTR).
   switch (static_cast<long long>(r.orig_rax)) {
@@ -147,13 +167,36 @@ void restart_stop_eintr(pid_t tid) {
     case 47:   // recvmsg
       break;
     default:
-      return;
+      return false;
   }
   r.rax = static_cast<unsigned long long>(-kErestartNohand);
-  ptrace(PTRACE_SETREGSET, tid, NT_PRSTATUS, &io);
+  return ptrace(PTRACE_SETREGSET, tid, NT_PRSTATUS, &io) == 0;
 #else
   (void)tid;
+  return false;
 #endif
+}
+
+// Whether the program ignores signal sig (SIG_IGN, or the default action of
+// SIGCHLD, SIGURG, SIGWINCH or SIGCONT), from thread tid's /proc status.
+// Linux drops such a signal when it is sent, unless the thread is traced:
+// then it is queued, wakes the thread's wait, and the thread stops on its
+// way to take it, a stop that only the tracer caused.
+bool ignored(pid_t tid, int sig) {
+  std::ifstream in(fmt::format("/proc/{}/status", tid));
+  unsigned long long ign = 0, caught = 0;
+  bool have_ign = false, have_caught = false;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("SigIgn:", 0) == 0) have_ign = std::sscanf(line.c_str() + 7, "%llx", &ign) == 1;
+    if (line.rfind("SigCgt:", 0) == 0)
+      have_caught = std::sscanf(line.c_str() + 7, "%llx", &caught) == 1;
+  }
+  if (!have_ign || !have_caught || sig < 1 || sig > 64) return false;
+  unsigned long long bit = 1ULL << (sig - 1);
+  if (ign & bit) return true;
+  bool default_ignore = sig == SIGCHLD || sig == SIGURG || sig == SIGWINCH || sig == SIGCONT;
+  return default_ignore && !(caught & bit);
 }
 
 // Takes a stop that waitpid reported for thread t (status st).
@@ -164,8 +207,14 @@ void take_stop(StoppedThread* t, int st) {
   // its way to take a signal: it takes it when we let it go.
   if ((st >> 16) != PTRACE_EVENT_STOP) {
     t->pending_signal = WSTOPSIG(st);
+    remember_pending(t->tid, t->pending_signal);
+    // A signal the program ignores woke the wait only because the thread
+    // is traced: given back at detach it is dropped, and the call goes on
+    // as it would have. (One it handles or that stops the job ends the
+    // call with EINTR, with or without the dump: left as it is.)
+    if (ignored(t->tid, t->pending_signal)) t->eintr_restarted = restart_stop_eintr(t->tid);
   } else if (WSTOPSIG(st) == SIGTRAP) {
-    restart_stop_eintr(t->tid);
+    t->eintr_restarted = restart_stop_eintr(t->tid);
   }
   t->stopped = true;
 }
@@ -244,6 +293,7 @@ int ThreadStopper::stop_all(std::string* why) {
         return e;
       }
       remember(tid);
+      if (seized_hook_) seized_hook_(tid);
       threads_.push_back(StoppedThread{tid});
       if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0) threads_.back().tid = -tid;  // exiting
     }

@@ -34,6 +34,10 @@ struct StoppedThread {
   bool late = false;       // stopped only after the first deadline (wait_late)
   bool done = false;       // let go, or gone: nothing more to wait for
   int pending_signal = 0;  // stopped on its way to take this signal: given back at detach
+  // Its call's EINTR, which only the stop caused, was made a restart
+  // (-ERESTARTNOHAND in its result register): the register read now is not
+  // the one the thread had, which was -EINTR.
+  bool eintr_restarted = false;
 };
 
 class ThreadStopper {
@@ -61,14 +65,21 @@ class ThreadStopper {
   void let_go(StoppedThread* t);
 
   // SIGINT, SIGTERM, SIGHUP and SIGQUIT of this process detach the threads
-  // before it ends. Install once, before stop_all.
+  // before it ends, each with the signal it had stopped to take. Install
+  // once, before stop_all.
   static void install_exit_handlers();
+
+  // For tests: called with each thread id just after it is attached and
+  // before it is asked to stop (a signal sent then makes the thread's first
+  // stop a signal's).
+  void set_seized_hook(void (*hook)(pid_t tid)) { seized_hook_ = hook; }
 
  private:
   bool wait_stop(StoppedThread* t);
   pid_t pid_;
   std::vector<StoppedThread> threads_;
   long long started_ms_ = 0;  // CLOCK_MONOTONIC, when stop_all began
+  void (*seized_hook_)(pid_t) = nullptr;
 };
 
 }  // namespace faultline::cli

@@ -19,7 +19,11 @@ WAITERS = {"poller": ("wait_in_poll", "poll"),
            "sigwaiter": ("wait_in_sigwait", "sigwait")}
 
 
-def start(cmd, tmp_path, preload=True, env=None):
+# -EINTR in a result register, as the report writes it.
+EINTR_RESULT = hex(-4 & (2**64 - 1))
+
+
+def start(cmd, tmp_path, preload=True, env=None, preexec_fn=None):
     e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
     e.pop("LD_PRELOAD", None)
     e["FAULTLINE_DIR"] = str(tmp_path)
@@ -27,7 +31,7 @@ def start(cmd, tmp_path, preload=True, env=None):
         e.update({"LD_PRELOAD": fltest.LIB, "FAULTLINE_DUMP": "1"})
     e.update(env or {})
     p = subprocess.Popen(cmd, env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn)
     assert p.stdout.readline().strip(), p.stderr.read()
     return p
 
@@ -59,6 +63,10 @@ def check_dump(path, pid):
     assert v.returncode == 0, v.stdout + v.stderr
     names = symbols_by_thread(rep)
     assert len(rep["threads"]) == 5, names
+    # The epoller's EINTR, which only the stop caused, is made a restart;
+    # its registers show the result it had, not the restart's.
+    [epoller] = [t for t in rep["threads"] if t.get("name") == "epoller"]
+    assert epoller["registers"]["rax"] == EINTR_RESULT, epoller["registers"]
     for thread, (caller, call) in WAITERS.items():
         syms = names.get(thread) or []
         assert caller in syms, (thread, syms)
@@ -571,3 +579,106 @@ def test_threads_in_vfork_are_left_out_together_and_all_let_go(tmp_path):
         assert p.poll() is None, p.stderr.read()
     finally:
         stop_with_vfork_children(p)
+
+
+def seized_dump(pid):
+    """A ptrace dump of pid that holds after it attaches each thread, before
+    it asks it to stop, and where held_dump holds."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
+    e["FAULTLINE_TEST_DUMP_HOLD"] = "seized"
+    return subprocess.Popen([fltest.CLI, "dump", "--print-path", "--method", "ptrace", str(pid)],
+                            env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def held_at_each_seized(d, act):
+    """Calls act(tid) at each thread the dump d has attached and not yet
+    asked to stop, then lets it go on; returns at "threads stopped"."""
+    seen = []
+    for line in d.stderr:  # bounded by the test's timeout
+        line = line.strip()
+        if line.startswith("faultline-test: thread seized "):
+            act(int(line.split()[-1]))
+            release(d)
+        elif line == "faultline-test: threads stopped":
+            return
+        seen.append(line)
+    raise AssertionError(f"dump ended before 'threads stopped': {seen} rc={d.wait()}")
+
+
+def signal_before_the_stop(pid, tid, sig):
+    """An act for held_at_each_seized: sig to process pid when thread tid is
+    attached, which takes it before the dump asks it to stop (its first stop
+    is the signal's)."""
+    def act(seized):
+        if seized == tid:
+            os.kill(pid, sig)
+            wait_until(lambda: task_state(pid, tid) == "t")
+    return act
+
+
+@pytest.mark.parametrize("end", ["SIGTERM", "SIGINT", "SIGHUP", "finish"])
+def test_a_signal_a_thread_stopped_to_take_is_never_lost(tmp_path, end):
+    import signal
+    # The receiver takes SIGRTMIN (queued, counted) just after the dump has
+    # attached it: it stops on its way to handle it, and the dump must give
+    # it back when it lets the thread go, also when the dump itself is ended
+    # by a signal while it holds the threads.
+    p = start([DUMPWAIT, "rtsig"], tmp_path, preload=False)
+    tasks = f"/proc/{p.pid}/task"
+    try:
+        tids = [int(t) for t in os.listdir(tasks)]
+        [rx] = [t for t in tids if open(f"{tasks}/{t}/comm").read().strip() == "receiver"]
+        wait_until(lambda: in_syscall(p.pid, rx, 34))  # pause
+        d = seized_dump(p.pid)
+        held_at_each_seized(d, signal_before_the_stop(p.pid, rx, signal.SIGRTMIN))
+        if end == "finish":
+            release(d)
+            held_at(d, "threads let go")
+            release(d)
+            assert d.wait(timeout=60) == 0, d.stderr.read()
+        else:
+            d.send_signal(getattr(signal, end))
+            assert d.wait(timeout=60) == -getattr(signal, end), d.stderr.read()
+        wait_until(lambda: all(task_field(p.pid, t, "TracerPid") == "0" for t in tids))
+        p.stdin.write("\n")
+        p.stdin.flush()
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert out.strip() == "got 1", out
+    finally:
+        stop(p)
+
+
+def ignore_sigusr2():
+    import signal
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # kept across exec
+
+
+@pytest.mark.parametrize("sig", ["SIGURG", "SIGCHLD", "SIGUSR2"])
+def test_an_ignored_signal_that_wakes_a_wait_before_the_stop_leaves_it_waiting(tmp_path, sig):
+    import signal
+    # epoll_wait(-1), and the program exits ("eintr") if it ever fails with
+    # EINTR. A signal it ignores (by default: SIGURG, SIGCHLD; SIG_IGN:
+    # SIGUSR2) is dropped when sent, unless the thread is traced: then it
+    # wakes the wait, which fails with EINTR, and the thread stops on its
+    # way to take it. Without the dump the wait goes on; with it too.
+    p = start([DUMPWAIT, "stopcont"], tmp_path, preload=False, preexec_fn=ignore_sigusr2)
+    try:
+        wait_until(lambda: in_syscall(p.pid, p.pid, 232))  # epoll_wait
+        d = seized_dump(p.pid)
+        held_at_each_seized(d, signal_before_the_stop(p.pid, p.pid, getattr(signal, sig)))
+        release(d)
+        held_at(d, "threads let go")
+        release(d)
+        out, err = d.communicate(timeout=60)
+        assert d.returncode == 0, err
+        rep = fltest.validate(json.load(open(out.strip())))
+        [t] = rep["threads"]
+        assert t["registers"]["rax"] == EINTR_RESULT, t["registers"]
+        # Back in its wait, or ended by the EINTR.
+        wait_until(lambda: p.poll() is not None or (task_state(p.pid, p.pid) == "S"
+                                                    and in_syscall(p.pid, p.pid, 232)))
+        assert p.poll() is None, p.stdout.read()
+    finally:
+        stop(p)

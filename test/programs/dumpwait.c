@@ -15,7 +15,11 @@
  * until a SIGTERM handler sets the stop flag, then "stopped" and exit 0.
  *   dumpwait stopcont
  * One thread in epoll_wait(-1) with no handler: Linux ends it with EINTR
- * after a stop (SIGSTOP) and SIGCONT; then "eintr" and exit 0. */
+ * after a stop (SIGSTOP) and SIGCONT; then "eintr" and exit 0.
+ *   dumpwait rtsig
+ * A thread named "receiver" waits in pause() and counts the SIGRTMIN it
+ * handles (the other thread blocks it: a SIGRTMIN sent to the process is
+ * the receiver's). On a line on stdin, "got N" and exit 0. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -191,8 +195,59 @@ static int wait_through_stop(void) {
   return 0;
 }
 
+static volatile sig_atomic_t g_got = 0, g_marked = 0;
+
+static void on_rt(int sig) {
+  (void)sig;
+  g_got = g_got + 1;
+}
+
+static void on_marker(int sig) {
+  (void)sig;
+  g_marked = 1;
+}
+
+static void* receiver(void* arg) {
+  sigset_t* set = arg;
+  pthread_sigmask(SIG_UNBLOCK, set, NULL);
+  pthread_barrier_wait(&g_ready);
+  for (;;) pause();
+  return NULL;
+}
+
+static int count_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_rt;
+  sigaction(SIGRTMIN, &sa, NULL);
+  sa.sa_handler = on_marker;
+  sigaction(SIGRTMIN + 1, &sa, NULL);
+  static sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGRTMIN);
+  sigaddset(&set, SIGRTMIN + 1);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  pthread_barrier_init(&g_ready, NULL, 2);
+  pthread_t t;
+  pthread_create(&t, NULL, receiver, &set);
+  pthread_setname_np(t, "receiver");
+  pthread_barrier_wait(&g_ready);
+  printf("ready\n");
+  fflush(stdout);
+  char c;
+  while (read(0, &c, 1) == 1 && c != '\n') {
+  }
+  /* A marker after every SIGRTMIN sent so far: once it is handled, so is
+   * each of them that was not lost. */
+  pthread_kill(t, SIGRTMIN + 1);
+  while (!g_marked) usleep(1000);
+  printf("got %d\n", (int)g_got);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (pipe(g_pipe) != 0) return 1;
+  if (argc > 1 && strcmp(argv[1], "rtsig") == 0) return count_signals();
   if (argc > 1 && strcmp(argv[1], "stopcont") == 0) return wait_through_stop();
   if (argc > 1 && strcmp(argv[1], "term") == 0) return serve_until_term();
   int with_vfork = argc > 1 && strcmp(argv[1], "vfork") == 0 ? (argc > 2 ? atoi(argv[2]) : 1) : 0;
