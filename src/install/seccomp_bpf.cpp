@@ -17,10 +17,10 @@ SeccompVerdict verdict_of(uint32_t ret) {
   switch (ret & SECCOMP_RET_ACTION_FULL) {
     case SECCOMP_RET_ALLOW:
     case SECCOMP_RET_LOG:
-    case SECCOMP_RET_USER_NOTIF:  // a supervisor answers: it does not kill
       return SeccompVerdict::kAllow;
     case SECCOMP_RET_ERRNO:
-    case SECCOMP_RET_TRACE:  // ENOSYS without a tracer
+    case SECCOMP_RET_TRACE:       // ENOSYS without a tracer
+    case SECCOMP_RET_USER_NOTIF:  // a supervisor's answer; ENOSYS without one
       return SeccompVerdict::kRefuse;
     default:  // KILL_PROCESS, KILL_THREAD, TRAP, and what the kernel does not know
       return SeccompVerdict::kFatal;
@@ -64,6 +64,32 @@ bool code_allowed(uint16_t code) {
   return false;
 }
 
+// The kernel refuses a program that may read a scratch cell no path has
+// written: one pass, the cells written so far carried to each jump target
+// (the cells written on every path that reaches an instruction).
+bool scratch_written_before_read(const sock_filter* prog, unsigned n) {
+  uint16_t masks[BPF_MAXINSNS];
+  for (unsigned i = 0; i < n; ++i) masks[i] = 0xffff;
+  uint16_t written = 0;
+  for (unsigned pc = 0; pc < n; ++pc) {
+    const sock_filter& f = prog[pc];
+    written &= masks[pc];
+    if (f.code == BPF_ST || f.code == BPF_STX) {
+      written |= static_cast<uint16_t>(1u << f.k);
+    } else if (f.code == (BPF_LD | BPF_MEM) || f.code == (BPF_LDX | BPF_MEM)) {
+      if (!(written & (1u << f.k))) return false;
+    } else if (f.code == (BPF_JMP | BPF_JA)) {
+      masks[pc + 1 + f.k] &= written;
+      written = 0xffff;
+    } else if (BPF_CLASS(f.code) == BPF_JMP) {
+      masks[pc + 1 + f.jt] &= written;
+      masks[pc + 1 + f.jf] &= written;
+      written = 0xffff;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool seccomp_valid(const sock_filter* prog, unsigned n) {
@@ -99,7 +125,7 @@ bool seccomp_valid(const sock_filter* prog, unsigned n) {
         break;
     }
   }
-  return BPF_CLASS(prog[n - 1].code) == BPF_RET;
+  return BPF_CLASS(prog[n - 1].code) == BPF_RET && scratch_written_before_read(prog, n);
 }
 
 SeccompVerdict seccomp_evaluate(const sock_filter* prog, unsigned n, const seccomp_data& data) {

@@ -230,6 +230,7 @@ KEEPS_REPORTING = [
     ["prctl", "kill_process", "mknodat"],
     ["badptr"],
     ["refused"],  # a filter the kernel refuses (EINVAL) changes nothing
+    ["uninit"],
 ]
 
 

@@ -5,6 +5,7 @@
 //   seccompfatal strict
 //   seccompfatal badptr     (a filter at a bad address: EFAULT, no filter)
 //   seccompfatal refused    (a filter the kernel refuses: BPF_MOD)
+//   seccompfatal uninit     (one it refuses: a scratch cell read unwritten)
 //   seccompfatal dumprace   (100 idle threads; "ready"; after a byte on stdin
 //                            a filter killing uname, then "alive" and exit 0)
 // ACTION: kill_process, kill_thread, trap or errno; CALL names a system
@@ -77,6 +78,20 @@ int main(int argc, char** argv) {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
         BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, 1000),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_uname, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != -1) return 66;
+    crash_now();
+    return 0;
+  }
+  if (argc == 2 && !strcmp(argv[1], "uninit")) {
+    // Kills rt_sigaction, but reads scratch cell 0 before any store: EINVAL.
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_MEM, 0),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_rt_sigaction, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
