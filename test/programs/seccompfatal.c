@@ -45,6 +45,14 @@ static __attribute__((noinline)) void crash_now(void) {
 
 static int add_filter(const char* how, const char* action_name, const char* call);
 
+// Sets a filter the kernel must refuse (EINVAL), then crashes.
+static int refused_then_crash(struct sock_filter* f, unsigned short n) {
+  struct sock_fprog prog = {n, f};
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != -1) return 66;
+  crash_now();
+  return 0;
+}
+
 static void* idle(void* arg) {
   (void)arg;
   for (;;) pause();
@@ -81,10 +89,7 @@ int main(int argc, char** argv) {
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
-    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
-    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != -1) return 66;
-    crash_now();
-    return 0;
+    return refused_then_crash(f, sizeof f / sizeof f[0]);
   }
   if (argc == 2 && !strcmp(argv[1], "uninit")) {
     // Kills rt_sigaction, but reads scratch cell 0 before any store: EINVAL.
@@ -95,10 +100,7 @@ int main(int argc, char** argv) {
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
-    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
-    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != -1) return 66;
-    crash_now();
-    return 0;
+    return refused_then_crash(f, sizeof f / sizeof f[0]);
   }
   if (argc == 2 && !strcmp(argv[1], "dumprace")) {
     for (int k = 0; k < 100; ++k) {
