@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
   }
   printf("ready\n");
   fflush(stdout);
-  for (int i = 0; i < 3000 && __atomic_load_n(&ints, __ATOMIC_SEQ_CST) + terms < want; ++i) usleep(1000);
+  for (int i = 0; i < 3000 && __atomic_load_n(&ints, __ATOMIC_SEQ_CST) + terms < want; ++i)
+    usleep(1000);
   usleep(20000); /* a signal that would come late still lands before the count */
   printf("SIGINT handled %d times, SIGTERM %d", (int)ints, (int)terms);
   if (terms) printf(" from pid %d si_code %d", (int)term_pid, (int)term_code);
