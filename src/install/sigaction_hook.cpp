@@ -61,7 +61,15 @@ bool in_python(const struct sigaction& act) {
 }
 
 void record_later(int signo, const struct sigaction& act) {
+  // The signal landing on this thread mid-copy would hand faultline's
+  // handler half a struct to chain to: blocked around the copy.
+  sigset_t set;
+  sigset_t old;
+  sigemptyset(&set);
+  sigaddset(&set, signo);
+  sigprocmask(SIG_BLOCK, &set, &old);
   g_crash.previous[signo] = act;
+  sigprocmask(SIG_SETMASK, &old, nullptr);
   uint64_t bit = uint64_t{1} << (signo - 1);
   if (in_python(act)) {
     g_crash.previous_is_python |= bit;

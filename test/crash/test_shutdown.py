@@ -259,3 +259,155 @@ def test_without_the_program_s_view_sigint_is_left_alone():
     status, reports, out, err = run_and_stop("interrupt", signal.SIGINT,
                                              dict(env, FAULTLINE_SHUTDOWN_REPORTS="1"))
     assert (status, out, reports) == (3, "cleanup\n", []), err
+
+
+# Second signals while a report is being written. shutsig counts SIGINTs in
+# its own handler and carries on; 100 idle threads make the report take a
+# while. The test sends the second signal once the report's file appears in
+# the directory (the thread writing it is still in faultline's handler): the
+# kernel hands a process's signal to the thread that is running, the one
+# writing. The oracle is the same program without faultline, sent the same
+# signals a moment apart.
+def shutsig_env(preload, report_dir, extra=None):
+    e = clean_env(dict(FAULTLINE_SHUTDOWN_REPORTS="1", **(extra or {})))
+    if preload:
+        e["LD_PRELOAD"] = fltest.LIB
+        e["FAULTLINE_DIR"] = report_dir
+    return e
+
+
+def status_of(st):
+    return -os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st)
+
+
+def until_a_file_in(report_dir, count=1):
+    """Returns once report_dir holds `count` files (a report being written
+    under its temporary name counts); without faultline, after a while
+    (long enough for the first signal to be taken, under load too: two
+    pending at once would be one)."""
+    import time
+    if report_dir is None:
+        time.sleep(0.2)
+        return
+    for _ in range(200000):
+        if len(os.listdir(report_dir)) >= count:
+            return
+        time.sleep(0.00005)
+    raise AssertionError("no report appeared in " + report_dir)
+
+
+def on_a_terminal(args, env, before_first, between):
+    """Runs shutsig on a pty of its own; once it is ready, calls
+    before_first(pid), types ^C, calls between(pid) and, unless that returns
+    False, types ^C again. Returns (status, the program's last line)."""
+    import pty
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.execve(fltest.program("shutsig"), ["shutsig"] + args, env)
+        finally:
+            os._exit(127)
+    buf = b""
+    while b"ready" not in buf:
+        buf += os.read(fd, 4096)
+    before_first(pid)
+    os.write(fd, b"\x03")
+    if between(pid) is not False:
+        os.write(fd, b"\x03")
+    out = b""
+    while True:
+        try:
+            d = os.read(fd, 4096)
+        except OSError:
+            break
+        if not d:
+            break
+        out += d
+    _, st = os.waitpid(pid, 0)
+    os.close(fd)
+    # The terminal echoes ^C in front of the program's line.
+    lines = [l[l.index("SIGINT handled"):] for l in out.decode(errors="replace").splitlines()
+             if "SIGINT handled" in l]
+    return status_of(st), lines, out.decode(errors="replace")
+
+
+def report_kinds(report_dir):
+    kinds = []
+    for name in sorted(os.listdir(report_dir)):
+        if name.startswith("faultline-") and name.endswith(".json"):
+            with open(os.path.join(report_dir, name)) as f:
+                kinds.append(json.load(f)["kind"])
+    return kinds
+
+
+def test_a_second_ctrl_c_during_the_report_reaches_the_program():
+    # A terminal's ^C comes from the kernel (SI_KERNEL), as a fault would:
+    # it was taken for a fault inside the handler (no report, killed by
+    # SIGINT) or swallowed.
+    nothing = lambda pid: None
+    base = on_a_terminal(["100", "2"], shutsig_env(False, None), nothing,
+                         lambda pid: until_a_file_in(None))
+    assert base[:2] == (0, ["SIGINT handled 2 times, SIGTERM 0"]), base
+    for _ in range(8):
+        d = tempfile.mkdtemp(prefix="faultline-shutdown-")
+        got = on_a_terminal(["100", "2"], shutsig_env(True, d), nothing,
+                            lambda pid: until_a_file_in(d))
+        assert got[:2] == base[:2], got
+        assert report_kinds(d) == ["shutdown"]
+
+
+def test_sigterm_after_sigint_during_the_report_still_ends_the_process():
+    # What torchrun does on ^C: SIGINT to the ranks, SIGTERM a moment
+    # later. The program's SIGINT handler goes on, SIGTERM's default ends
+    # it. The SIGTERM was dropped on the thread writing the SIGINT report.
+    for preload in (False, True):
+        for _ in range(1 + 5 * preload):
+            d = tempfile.mkdtemp(prefix="faultline-shutdown-")
+            p = subprocess.Popen([fltest.program("shutsig"), "100", "2"],
+                                 env=shutsig_env(preload, d), stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            assert p.stdout.readline() == "ready\n"
+            p.send_signal(signal.SIGINT)
+            until_a_file_in(d if preload else None)
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=60)
+            assert p.returncode == -signal.SIGTERM, (preload, err)
+            if preload:
+                assert report_kinds(d) == ["shutdown"], err
+
+
+def test_ctrl_c_during_a_live_dump_is_taken_after_it():
+    # A ^C that lands on the thread writing a live dump (SIGUSR2) was taken
+    # for a fault inside the handler: the process died of SIGINT. It is
+    # kept and delivered after the dump: a shutdown report, then the
+    # program's handler, which goes on as without faultline.
+    for _ in range(6):
+        d = tempfile.mkdtemp(prefix="faultline-shutdown-")
+
+        def dump(pid):
+            os.kill(pid, signal.SIGUSR2)
+            until_a_file_in(d)
+
+        got = on_a_terminal(["100", "1"], shutsig_env(True, d, {"FAULTLINE_DUMP": "1"}), dump,
+                            lambda pid: False)
+        assert got[:2] == (0, ["SIGINT handled 1 times, SIGTERM 0"]), got
+        assert sorted(report_kinds(d)) == ["dump", "shutdown"]
+
+
+def test_the_program_s_sigterm_handler_sees_the_real_sender():
+    # Handed on with its siginfo: the sender's pid and SI_USER, not the
+    # process's own pid and SI_TKILL.
+    outs = []
+    for preload in (False, True):
+        d = tempfile.mkdtemp(prefix="faultline-shutdown-")
+        p = subprocess.Popen([fltest.program("shutsig"), "0", "1", "info"],
+                             env=shutsig_env(preload, d), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        assert p.stdout.readline() == "ready\n"
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        outs.append(out)
+    assert outs[0] == "SIGINT handled 0 times, SIGTERM 1 from pid %d si_code %d\n" % (
+        os.getpid(), 0)
+    assert outs[1] == outs[0]

@@ -48,9 +48,31 @@ bool chain(int signo, siginfo_t* info) {
     sigemptyset(&set);
     sigaddset(&set, signo);
     sigprocmask(SIG_BLOCK, &set, nullptr);
-    syscall(SYS_tgkill, sys_getpid(), sys_gettid(), signo);
+    send_again(signo, info, /*to_process=*/false);
   }
   return prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN;
+}
+
+// With the original siginfo, so that the program's SA_SIGINFO handler sees
+// the real sender (si_pid, si_code) and not this thread's tgkill. The kernel
+// takes a sender's si_code (SI_USER, SI_KERNEL) only from the thread the
+// signal is for: to the process, that is the main thread alone; elsewhere
+// it goes as kill() (still a separate pending signal, from our own pid).
+void send_again(int signo, const siginfo_t* info, bool to_process) {
+  pid_t pid = sys_getpid();
+  long rc = -1;
+  if (info) {
+    siginfo_t si = *info;
+    si.si_signo = signo;
+    rc = to_process ? syscall(SYS_rt_sigqueueinfo, pid, signo, &si)
+                    : syscall(SYS_rt_tgsigqueueinfo, pid, sys_gettid(), signo, &si);
+  }
+  if (rc == 0) return;
+  if (to_process) {
+    syscall(SYS_kill, pid, signo);
+  } else {
+    syscall(SYS_tgkill, pid, sys_gettid(), signo);
+  }
 }
 
 FAULTLINE_START_TEXT HandlerFn handler_fn(const struct sigaction& a) {

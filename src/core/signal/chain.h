@@ -18,6 +18,10 @@ namespace faultline::core {
 // false when the process now dies.
 bool chain(int signo, siginfo_t* info);
 
+// Sends signo to this thread (or, `to_process`, to the process) again with
+// the siginfo it first came with (nullptr: a plain tgkill).
+void send_again(int signo, const siginfo_t* info, bool to_process);
+
 // Comparing dispositions (HandlerFn: crash_state.h).
 HandlerFn handler_fn(const struct sigaction& a);
 // Whether two dispositions run the same function.

@@ -212,6 +212,40 @@ void record_secondary(pid_t self, int signo, siginfo_t* info, void* ucv) {
   note_secondary_crash(static_cast<ucontext_t*>(ucv));
 }
 
+// Signals no fault raises (a terminal's ^C comes from the kernel too): on
+// the thread writing a report they are a signal to keep, never a fault of
+// faultline's own.
+bool never_a_fault(int signo) {
+  return is_shutdown(signo) || signo == SIGINT || signo == SIGTERM || signo == SIGHUP ||
+         signo == SIGQUIT;
+}
+
+// A signal that reached the thread writing a report: kept (the first one),
+// and sent again once the report is done (deliver_deferred).
+void defer(int signo, const siginfo_t* info) {
+  int none = 0;
+  if (!g_handler.deferred_signal.compare_exchange_strong(none, -1, std::memory_order_acq_rel)) {
+    return;
+  }
+  g_handler.deferred_info = *info;
+  g_handler.deferred_signal.store(signo, std::memory_order_release);
+}
+
+// Sends the kept signal again, blocked until this handler returns: the
+// program then sees it after the first one, as without faultline. The same
+// signal as `pending` (already pending on this thread) goes to the process,
+// where it stays pending apart from the first instead of merging with it.
+void deliver_deferred(int pending) {
+  int sig = g_handler.deferred_signal.exchange(0, std::memory_order_acq_rel);
+  if (sig <= 0) return;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+  siginfo_t si = g_handler.deferred_info;
+  send_again(sig, &si, sig == pending && si.si_code != SI_TKILL);
+}
+
 }  // namespace
 
 void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
@@ -231,7 +265,7 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
     return;
   }
   pid_t self = sys_gettid();
-  bool from_kernel = !signal_sent_by_process(info->si_code);
+  bool from_kernel = !never_a_fault(signo) && !signal_sent_by_process(info->si_code);
   ThreadState* state = from_kernel ? thread_state_find() : nullptr;
   if (state && state->recover_armed) {
     // A fault inside one of our own steps on this thread (the owner's
@@ -242,13 +276,10 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   pid_t owner = g_handler.owner.load(std::memory_order_acquire);
   if ((owner & ~kDumpBit) == self) {
     if (!from_kernel) {
-      // kill -ABRT from a supervisor landed on the thread writing a report.
-      // A crash report: the process is ending anyway; let it finish. A live
-      // dump: keep the signal and raise it again once the dump is done.
-      if (owner & kDumpBit) {
-        g_handler.deferred_info = *info;
-        g_handler.deferred_signal.store(signo, std::memory_order_release);
-      }
+      // A second ^C, torchrun's SIGTERM after its SIGINT, a supervisor's
+      // kill landed on the thread writing a report: kept, and raised again
+      // once the report is done (dropped if the process ends of the first).
+      defer(signo, info);
       errno = saved_errno;
       return;
     }
@@ -296,6 +327,10 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   if (chain(signo, info)) {
     release_ownership();
     threads_release_held();
+    deliver_deferred(signo);
+  } else {
+    // The process ends of this signal, as it would have before the next.
+    g_handler.deferred_signal.store(0, std::memory_order_release);
   }
   // Returning re-executes the faulting instruction under the restored
   // handler (or delivers the re-sent signal).
@@ -387,14 +422,7 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
   g_handler.claimed_ns = 0;
   g_handler.owner.store(0, std::memory_order_release);
   if (g_crash.config.exit_after_dump && info->si_code == SI_TIMER) _exit(1);
-  int deferred = g_handler.deferred_signal.exchange(0, std::memory_order_acq_rel);
-  if (deferred) {
-    // Sent again to ourselves with its original siginfo (sender pid, si_code).
-    siginfo_t si = g_handler.deferred_info;
-    if (syscall(SYS_rt_tgsigqueueinfo, sys_getpid(), self, deferred, &si) != 0) {
-      syscall(SYS_tgkill, sys_getpid(), self, deferred);
-    }
-  }
+  deliver_deferred(0);
   errno = saved_errno;
 }
 
