@@ -332,12 +332,7 @@ def on_a_terminal(args, env, before_first, between):
 
 
 def report_kinds(report_dir):
-    kinds = []
-    for name in sorted(os.listdir(report_dir)):
-        if name.startswith("faultline-") and name.endswith(".json"):
-            with open(os.path.join(report_dir, name)) as f:
-                kinds.append(json.load(f)["kind"])
-    return kinds
+    return [r["kind"] for r in fltest.reports_in(report_dir)]
 
 
 def test_a_second_ctrl_c_during_the_report_reaches_the_program():
