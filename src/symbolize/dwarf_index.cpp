@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <queue>
+#include <string_view>
 
 #include "symbolize/tail_calls.h"
 
@@ -70,6 +71,11 @@ const char* attr_string(Dwarf_Die* die, int name) {
 std::string demangle(const char* name) {
   if (name == nullptr) return std::string();
   if (name[0] != '_' || name[1] != 'Z') return name;
+  // A PLT stub's "_Znwm@plt": the function's name and the suffix, as gdb
+  // prints it ("operator new(unsigned long)@plt").
+  std::string_view whole(name);
+  if (whole.size() > 4 && whole.substr(whole.size() - 4) == "@plt")
+    return demangle(std::string(whole.substr(0, whole.size() - 4)).c_str()) + "@plt";
   int status = 0;
   char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
   if (status != 0 || out == nullptr) return name;

@@ -31,6 +31,8 @@ class ElfFile {
   const std::string& build_id() const { return build_id_; }
   // True when the file has .debug_info (plain or compressed); a stripped file has not.
   bool has_dwarf() const { return has_dwarf_; }
+  // The open descriptor (for pread); owned by this object.
+  int fd() const { return fd_; }
   // The .gnu_debuglink name ("" when none) and its CRC-32.
   const std::string& debuglink() const { return debuglink_; }
   uint32_t debuglink_crc() const { return debuglink_crc_; }

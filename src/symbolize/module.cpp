@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 
+#include "core/modules/elf_plt.h"
 #include "symbolize/debug_search.h"
 #include "symbolize/debuginfod_fetch.h"
 #include "symbolize/dwarf_index.h"
@@ -183,6 +184,21 @@ void ModuleData::open(const std::string& module_path, const std::string& expecte
 
 }  // namespace internal
 
+namespace {
+
+// A PLT stub of the module file: "strlen@plt", as the crash path and gdb
+// name it (core/modules/elf_plt.h); "" when `address` is in none.
+std::string plt_stub(const internal::ElfFile& file, uint64_t address) {
+  int fd = file.fd();
+  char name[1024];
+  uint64_t start = 0;
+  if (fd < 0 || !core::plt_stub_name({core::read_fd, &fd}, address, name, sizeof name, &start))
+    return std::string();
+  return name;
+}
+
+}  // namespace
+
 Module::Module() : data_(std::make_unique<internal::ModuleData>()) {}
 Module::~Module() = default;
 
@@ -208,7 +224,12 @@ AddressInfo Module::lookup(uint64_t address) {
   // table still names the function.
   const char* sym = nullptr;
   if (info.frames.empty() || info.frames.back().function.empty()) sym = d.symbols.find(address);
-  if (sym) {
+  std::string plt;
+  if (!sym && info.frames.empty() && d.main) plt = plt_stub(*d.main, address);
+  if (!plt.empty()) {
+    info.frames.emplace_back();
+    info.frames.back().function = internal::demangle(plt.c_str());
+  } else if (sym) {
     if (info.frames.empty()) info.frames.emplace_back();
     info.frames.back().function = internal::demangle(sym);
   } else if (!info.frames.empty() && !info.function_from_scopes &&

@@ -43,8 +43,16 @@ bool SymbolTable::add(Elf* elf) {
       unversioned_.emplace_back(name, static_cast<size_t>(at - name));
       name = unversioned_.back().c_str();
     }
-    symbols_.push_back(
-        {sym.st_value, sym.st_size, name, core::symbol_binding_rank(GELF_ST_BIND(sym.st_info))});
+    // An unsized symbol (`_init`) covers code up to the next symbol, and
+    // never past its own section (not the PLT after .init), as gdb has it.
+    uint64_t limit = UINT64_MAX;
+    GElf_Shdr sec;
+    if (sym.st_size == 0) {
+      Elf_Scn* in = sym.st_shndx < SHN_LORESERVE ? elf_getscn(elf, sym.st_shndx) : nullptr;
+      limit = in && gelf_getshdr(in, &sec) ? sec.sh_addr + sec.sh_size : sym.st_value;
+    }
+    symbols_.push_back({sym.st_value, sym.st_size, name,
+                        core::symbol_binding_rank(GELF_ST_BIND(sym.st_info)), limit});
     auto [it, added] = last_largest_.try_emplace(sym.st_value, sym.st_size, name);
     if (!added && sym.st_size >= it->second.first) it->second = {sym.st_size, name};
   }
@@ -88,8 +96,9 @@ const char* SymbolTable::find(uint64_t address, uint64_t* start) const {
   if (it == symbols_.begin()) return nullptr;
   const Symbol& s = *--it;
   // A sized symbol covers [address, address+size); an unsized one (some
-  // assembly) covers up to the next symbol.
+  // assembly) covers up to the next symbol, within its section.
   if (s.size != 0 && address - s.address >= s.size) return nullptr;
+  if (s.size == 0 && address >= s.limit) return nullptr;
   if (start) *start = s.address;
   return s.name;
 }

@@ -41,7 +41,8 @@ class SymbolTable {
     uint64_t address;
     uint64_t size;
     const char* name;
-    int rank;  // which of several symbols at one address names it: global > weak > local
+    int rank;        // which of several symbols at one address names it: global > weak > local
+    uint64_t limit;  // an unsized symbol covers nothing from here on: its section's end
   };
   std::vector<Symbol> symbols_;
   std::deque<std::string> unversioned_;  // "f" for a .symtab's "f@@VERSION"

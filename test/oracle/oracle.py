@@ -493,6 +493,18 @@ def compare_tail_calls(case, sym, expected, res, aliases):
             res.tail_extra.append(f"{case.id} report #{k}: {t.get('function')!r}")
 
 
+def run_and_compare(cases_, workdir):
+    """Runs every case, has gdb read the cores and compares: the Result."""
+    for c in cases_:
+        run_case(c)
+    gdb_batches(cases_, workdir)
+    res = Result()
+    aliases = Aliases()
+    for c in cases_:
+        compare_case(c, res, aliases)
+    return res
+
+
 def corpus_addresses(cases_):
     """{module: {address}} of every native frame of the crashing threads, as
     `faultline symbolize` looks them up (a return address minus one; the

@@ -41,13 +41,7 @@ def corpus(request, tmp_path_factory):
                         os.path.join(PROGRAMS, src)], check=True)
         for scenario in (C_SCENARIOS if src.endswith(".c") else CPP_SCENARIOS):
             cases.append(oracle.Case(variant, scenario, out))
-    for c in cases:
-        oracle.run_case(c)
-    oracle.gdb_batches(cases, out)
-    res = oracle.Result()
-    aliases = oracle.Aliases()
-    for c in cases:
-        oracle.compare_case(c, res, aliases)
+    res = oracle.run_and_compare(cases, out)
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     with capture.global_and_fixture_disabled():
         print("\n" + res.summary())

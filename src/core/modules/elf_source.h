@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/base/safe_read.h"
+#include "core/modules/elf_plt.h"
 
 namespace faultline::core {
 
@@ -25,17 +26,7 @@ struct ElfSource {
   int fd = -1;
   uintptr_t mem = 0;  // vDSO: the loaded image holds the whole file
   bool read(void* dst, uint64_t off, size_t n) const {
-    if (fd >= 0) {
-      char* out = static_cast<char*>(dst);
-      while (n > 0) {
-        ssize_t r = pread(fd, out, n, static_cast<off_t>(off));
-        if (r <= 0) return false;
-        out += r;
-        off += static_cast<uint64_t>(r);
-        n -= static_cast<size_t>(r);
-      }
-      return true;
-    }
+    if (fd >= 0) return pread_full(fd, dst, off, n);
     return mem && safe_read(dst, mem + off, n);
   }
 };

@@ -9,6 +9,7 @@
 #include "core/base/str.h"
 #include "core/base/sys.h"
 #include "core/handler_state.h"
+#include "core/modules/elf_plt.h"
 #include "core/modules/elf_source.h"
 #include "core/modules/symbol_rank.h"
 
@@ -28,9 +29,12 @@ struct Best {
   uint64_t value;
   uint64_t size;
   uint32_t name;
-  int table;   // -1: none
-  bool exact;  // pc inside [value, value+size)
-  int rank;    // symbol_binding_rank of the symbol
+  int table;        // -1: none
+  bool exact;       // pc inside [value, value+size)
+  int rank;         // symbol_binding_rank of the symbol
+  unsigned shndx;   // the symbol's section
+  uint64_t below;   // the highest start of any code symbol at or below the pc
+  const char* plt;  // no symbol: the PLT stub's name (arena), its start in `value`
 };
 
 // The symbol chunk buffer: static, not on the (possibly small) signal
@@ -102,11 +106,15 @@ void scan_table(const SymTab& t, int table_index, const uint64_t* addrs, Best* b
     for (size_t k = 0; k < take; ++k) {
       const ElfW(Sym)& s = syms[k];
       if (!is_code_symbol(s)) continue;
-      uint64_t end = s.st_size > 0 ? s.st_value + s.st_size : s.st_value + kUnsizedReach;
+      // Every symbol marks the addresses up to kUnsizedReach after it as
+      // having a symbol at or below them: an unsized one before it names
+      // none of them.
+      uint64_t end = s.st_value + (s.st_size > kUnsizedReach ? s.st_size : kUnsizedReach);
       for (int f = lower_bound(addrs, n, s.st_value); f < n && addrs[f] < end; ++f) {
         uint64_t a = addrs[f];
         bool inside = s.st_size > 0 && a < s.st_value + s.st_size;
         Best& b = best[f];
+        if (s.st_value > b.below) b.below = s.st_value;
         // An exact (sized) match beats a nearest-below one; among exact
         // matches of one table the innermost, and at one address the
         // best-ranked binding.
@@ -114,10 +122,11 @@ void scan_table(const SymTab& t, int table_index, const uint64_t* addrs, Best* b
         if (inside) {
           if (!b.exact || (b.table == table_index &&
                            (s.st_value > b.value || (s.st_value == b.value && rank > b.rank)))) {
-            b = {s.st_value, s.st_size, s.st_name, table_index, true, rank};
+            b = {s.st_value, s.st_size,  s.st_name, table_index, true,
+                 rank,       s.st_shndx, b.below,   nullptr};
           }
         } else if (!b.exact && s.st_size == 0 && (b.table < 0 || s.st_value > b.value)) {
-          b = {s.st_value, 0, s.st_name, table_index, false, rank};
+          b = {s.st_value, 0, s.st_name, table_index, false, rank, s.st_shndx, b.below, nullptr};
         }
       }
     }
@@ -155,7 +164,7 @@ void recheck_sigreturn(const SymTab* tabs, int ntabs, NativeFrame** frames, Best
     if (!at_sigreturn(fr->pc)) continue;
     which[k] = f;
     addrs[k] = pc;
-    again[k] = {0, 0, 0, -1, false, 0};
+    again[k] = {0, 0, 0, -1, false, 0, 0, 0, nullptr};
     ++k;
   }
   if (k == 0) return;
@@ -165,6 +174,40 @@ void recheck_sigreturn(const SymTab* tabs, int ntabs, NativeFrame** frames, Best
   for (int i = 0; i < k; ++i)
     if (again[i].table >= 0 && (again[i].exact || again[i].value == addrs[i]))
       best[which[i]] = again[i];
+}
+
+bool read_source(const void* ctx, void* dst, uint64_t off, size_t n) {
+  return static_cast<const ElfSource*>(ctx)->read(dst, off, n);
+}
+
+// What the tables left without a sized symbol, gdb's way: an unsized symbol
+// (an assembler label, `_init`) names the code after it only up to the next
+// symbol and within its own section, so `_init` in .init does not name the
+// PLT after it; code no symbol names may be a PLT stub ("strlen@plt", named
+// from the module file's relocations: elf_plt.h). Sections are checked where
+// their headers can be read: a file, or the vDSO's image (not a loaded
+// image's dynamic symbols, whose file is gone).
+void settle_unnamed(const SymTab* tabs, const ElfSource& module_file, bool vdso,
+                    const uint64_t* addrs, Best* best, int n, Arena* arena) {
+  static char name[kMaxSymbolName];
+  for (int u = 0; u < n; ++u) {
+    Best& b = best[u];
+    if (b.exact) continue;
+    if (b.table >= 0) {
+      const ElfSource& src = *tabs[b.table].src;
+      ElfReader r{read_source, &src};
+      bool has_sections = src.fd >= 0 || vdso;
+      if (b.value < b.below || (has_sections && !section_holds(r, b.shndx, addrs[u]))) b.table = -1;
+    }
+    if (b.table >= 0 || module_file.fd < 0) continue;
+    uint64_t start = 0;
+    ElfReader r{read_source, &module_file};
+    if (!plt_stub_name(r, addrs[u], name, sizeof name, &start)) continue;
+    size_t len = 0;
+    while (name[len]) ++len;
+    b.plt = arena->dup(name, len);
+    b.value = start;
+  }
 }
 
 // The separate debug file of a stripped module, found by its build-id where
@@ -306,7 +349,7 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
       if (m == step) break;
       first[m] = frames[end];
       addrs[m] = key >> 1;
-      best[m] = {0, 0, 0, -1, false, 0};
+      best[m] = {0, 0, 0, -1, false, 0, 0, 0, nullptr};
       ++m;
     }
     for (int t = 0; t < ntabs; ++t) {
@@ -317,11 +360,16 @@ bool symbolize_module_frames(const Module& module, NativeFrame** frames, int n, 
       scan_table(tabs[t], t, addrs, best, m);
     }
     recheck_sigreturn(tabs, ntabs, first, best, m, module.bias);
+    settle_unnamed(tabs, src, module.is_vdso, addrs, best, m, arena);
     int u = -1;
     for (int f = next_frame; f < end; ++f) {
       NativeFrame* frame = frames[f];
       if (u < 0 || lookup_key(frame, module.bias) != lookup_key(first[u], module.bias)) ++u;
       const Best& b = best[u];
+      if (b.plt) {
+        name_frame(frame, b.plt, (frame->pc - module.bias) - b.value);
+        continue;
+      }
       if (b.table < 0) continue;
       const SymTab& t = tabs[b.table];
       if (b.name >= t.str_size) continue;
