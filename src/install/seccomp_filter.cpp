@@ -62,6 +62,8 @@ const Probe kProbes[] = {
     P(rt_sigprocmask, true, SIG_UNBLOCK),
     P(rt_tgsigqueueinfo, true, kPid, kTid, kSignal),
     P(tgkill, true, kPid, kTid, kSignal),
+    P(rt_sigqueueinfo, true, kPid, kSignal),
+    P(kill, true, kPid, kSignal),
     P(gettid, true),
     P(getpid, true),
     P(exit_group, true),

@@ -235,15 +235,26 @@ void defer(int signo, const siginfo_t* info) {
 // program then sees it after the first one, as without faultline. The same
 // signal as `pending` (already pending on this thread) goes to the process,
 // where it stays pending apart from the first instead of merging with it.
-void deliver_deferred(int pending) {
-  int sig = g_handler.deferred_signal.exchange(0, std::memory_order_acq_rel);
-  if (sig <= 0) return;
+//
+// Taken out of the slot (take_deferred) while this thread still owns the
+// report: once ownership is released another thread may become the owner
+// and keep a signal of its own there.
+struct Deferred {
+  int signo;
+  siginfo_t info;
+};
+Deferred take_deferred() {
+  Deferred d = {g_handler.deferred_signal.exchange(0, std::memory_order_acq_rel), {}};
+  if (d.signo > 0) d.info = g_handler.deferred_info;
+  return d;
+}
+void deliver_deferred(Deferred d, int pending) {
+  if (d.signo <= 0) return;
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, sig);
+  sigaddset(&set, d.signo);
   sigprocmask(SIG_BLOCK, &set, nullptr);
-  siginfo_t si = g_handler.deferred_info;
-  send_again(sig, &si, sig == pending && si.si_code != SI_TKILL);
+  send_again(d.signo, &d.info, d.signo == pending && d.info.si_code != SI_TKILL);
 }
 
 }  // namespace
@@ -324,13 +335,15 @@ void crash_signal_handler(int signo, siginfo_t* info, void* ucv) {
   if (is_shutdown(report_signo)) shutdown_reported();
   // The program's own handler runs next and may recover (a JIT, a runtime):
   // a later crash deserves its own report.
+  // A signal kept during a crash report is dropped, as the process ends (a
+  // fault recurs when this handler returns, and a signal sent again would
+  // be taken before it); one kept during a shutdown report the program's
+  // handler takes over is the program's.
+  Deferred kept = take_deferred();
   if (chain(signo, info)) {
     release_ownership();
     threads_release_held();
-    deliver_deferred(signo);
-  } else {
-    // The process ends of this signal, as it would have before the next.
-    g_handler.deferred_signal.store(0, std::memory_order_release);
+    if (is_shutdown(report_signo)) deliver_deferred(kept, signo);
   }
   // Returning re-executes the faulting instruction under the restored
   // handler (or delivers the re-sent signal).
@@ -419,10 +432,11 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
   if (work.written) g_handler.dumps_written.fetch_add(1, std::memory_order_acq_rel);
   // The process goes on: keep descriptors in reserve again.
   reserve_fds();
+  Deferred kept = take_deferred();
   g_handler.claimed_ns = 0;
   g_handler.owner.store(0, std::memory_order_release);
   if (g_crash.config.exit_after_dump && info->si_code == SI_TIMER) _exit(1);
-  deliver_deferred(0);
+  deliver_deferred(kept, 0);
   errno = saved_errno;
 }
 
