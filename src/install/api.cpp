@@ -3,6 +3,7 @@
 // installed, and a live dump on demand. Normal program context, never a
 // signal handler (the C API safe there is core/signal/signal_safe_api.cpp).
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/syscall.h>
@@ -74,15 +75,11 @@ void dump_here() {
   dump_signal_handler(SIGUSR2, &si, &uc);
 }
 
-}  // namespace
-
-int faultline_dump_now(void) {
-  if (!g_crash.installed) return -ENOTCONN;
-  int saved_errno = errno;
+// faultline_dump_now, with cancellation off.
+int dump_now_uncancelled() {
   // By ptrace from a helper where it can be: no thread is interrupted.
   char why[sizeof g_dump_by_signal_because];
   bool by_helper = dump_by_helper(why, sizeof why);
-  errno = saved_errno;
   if (by_helper) return 0;
   str_copy(g_dump_by_signal_because, sizeof g_dump_by_signal_because, why);
   int before = dumps_written();
@@ -94,6 +91,21 @@ int faultline_dump_now(void) {
   }
   g_dump_by_signal_because[0] = '\0';
   return dumps_written() > before ? 0 : -EIO;
+}
+
+}  // namespace
+
+int faultline_dump_now(void) {
+  if (!g_crash.installed) return -ENOTCONN;
+  int saved_errno = errno;
+  // Not cancelled half-way (the helper waits in cancellation points: a
+  // cancel there would leave it running and every later dump waiting).
+  int cancel_state = PTHREAD_CANCEL_ENABLE;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
+  int rc = dump_now_uncancelled();
+  pthread_setcancelstate(cancel_state, nullptr);
+  errno = saved_errno;
+  return rc;
 }
 
 int faultline_exception_report(const char* type, const char* message, const char* frames,

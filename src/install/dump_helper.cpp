@@ -49,13 +49,17 @@ void set_ptracer(unsigned long who) {
 // How long the helper may take before it is given up (killed, then the
 // signal request): its own stop deadline is 1 s for all threads.
 constexpr int kHelperTimeoutMs = 60 * 1000;
+// How often the wait for its output looks whether it has exited.
+constexpr int kExitCheckMs = 100;
 
 // The command, found at the first dump ("": none; g_missing says why).
 char g_cli[PATH_MAX];
 const char* g_missing = nullptr;
 bool g_looked = false;
 
-// One helper at a time: its stack and its arguments are static.
+// One helper at a time: its stacks and its arguments are static. Holds the
+// pid of the process whose thread runs one (0: none): a fork child, which
+// inherits the parent's value, is not kept waiting for a helper it lacks.
 std::atomic<int> g_busy{0};
 alignas(64) char g_child_stack[16 << 10];
 alignas(64) char g_helper_stack[32 << 10];
@@ -65,10 +69,32 @@ char* g_envp[kMaxEnv + 1];
 struct ChildArgs {
   const char* path;
   char* const* argv;
-  int out_fd;       // the pipe's write end: the helper's stdout and stderr
-  int dir_fd;       // the report directory: the helper's descriptor 3
-  sigset_t mask;    // the caller's mask, the helper's at exec
+  int out_fd;     // the pipe's write end: the helper's stdout and stderr
+  int dir_fd;     // the report directory: the helper's descriptor 3
+  sigset_t mask;  // the caller's mask, the helper's at exec
+  long max_fd;    // where closing one by one stops (no close_range)
+  // libc's clone, resolved by the asking thread: no lazy binding in the
+  // child, which runs on that thread's thread data.
+  int (*clone_fn)(int (*)(void*), void*, int, void*, ...);
   volatile int go;  // 0: wait; 1: exec; 2: give up
+};
+ChildArgs g_args;
+
+// The children share this process's memory and the asking thread's thread
+// data (errno, cancellation state): they make only raw system calls.
+long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0, long f = 0) {
+  return arch_syscall6(n, a, b, c, d, e, f);
+}
+[[noreturn]] void child_exit(int code) {
+  for (;;) sys(SYS_exit_group, code);
+}
+
+// The kernel's struct sigaction (rt_sigaction), as on x86-64 and arm64.
+struct KernelSigaction {
+  void* handler;
+  unsigned long flags;
+  void* restorer;
+  unsigned long mask;
 };
 
 bool executable(const char* path) {
@@ -125,22 +151,22 @@ void find_cli() {
 int helper_main(void* p) {
   ChildArgs* a = static_cast<ChildArgs*>(p);
   // Ends with the one waiting for it (killed when the helper takes too long).
-  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  sys(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL);
   // The program's handlers are this copy's: put to default before the mask
-  // opens, as exec would (libc's sigaction, never the interposer's, which
+  // opens, as exec would (the system call, never the interposer, which
   // would record into the program's memory).
   for (int s = 1; s < 65; ++s) {
-    struct sigaction old;
-    if (real_sigaction(s, nullptr, &old) != 0) continue;
-    if (old.sa_handler == SIG_IGN || old.sa_handler == SIG_DFL) continue;
-    struct sigaction dfl = {};
-    dfl.sa_handler = SIG_DFL;
-    real_sigaction(s, &dfl, nullptr);
+    KernelSigaction old = {};
+    if (sys(SYS_rt_sigaction, s, 0, reinterpret_cast<long>(&old), 8) != 0) continue;
+    auto h = reinterpret_cast<void (*)(int)>(old.handler);
+    if (h == SIG_IGN || h == SIG_DFL) continue;
+    KernelSigaction dfl = {};
+    sys(SYS_rt_sigaction, s, reinterpret_cast<long>(&dfl), 0, 8);
   }
-  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &a->mask, nullptr, 8);
-  execve(a->path, a->argv, g_envp);
-  syscall(SYS_exit_group, 127);
-  return 127;
+  sys(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&a->mask), 0, 8);
+  sys(SYS_execve, reinterpret_cast<long>(a->path), reinterpret_cast<long>(a->argv),
+      reinterpret_cast<long>(g_envp));
+  child_exit(127);
 }
 
 // The child of this process: the helper's parent, which the program never
@@ -152,34 +178,31 @@ int stand_by(void* p) {
   ChildArgs* a = static_cast<ChildArgs*>(p);
   int go;
   while ((go = __atomic_load_n(&a->go, __ATOMIC_ACQUIRE)) == 0)
-    syscall(SYS_futex, &a->go, FUTEX_WAIT, 0, nullptr, nullptr, 0);
-  if (go != 1) syscall(SYS_exit_group, 127);
+    sys(SYS_futex, reinterpret_cast<long>(&a->go), FUTEX_WAIT, 0);
+  if (go != 1) child_exit(127);
   // Only what the helper needs, at once: a copy of one of the program's
   // descriptors kept open here would keep its file or connection open.
   // Above the three it gets, so that none is overwritten by another's dup.
-  int out = fcntl(a->out_fd, F_DUPFD, 10);
-  int dir = fcntl(a->dir_fd, F_DUPFD, 10);
-  int null = open("/dev/null", O_RDONLY);
-  if (out < 0 || dir < 0 || null < 0) syscall(SYS_exit_group, 126);
-  if (dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 || dup2(dir, 3) < 0)
-    syscall(SYS_exit_group, 126);
+  long out = sys(SYS_fcntl, a->out_fd, F_DUPFD, 10);
+  long dir = sys(SYS_fcntl, a->dir_fd, F_DUPFD, 10);
+  long null = sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/dev/null"), O_RDONLY);
+  if (out < 0 || dir < 0 || null < 0) child_exit(126);
+  if ((null != 0 && sys(SYS_dup3, null, 0, 0) < 0) || sys(SYS_dup3, out, 1, 0) < 0 ||
+      sys(SYS_dup3, out, 2, 0) < 0 || sys(SYS_dup3, dir, 3, 0) < 0)
+    child_exit(126);
   // Nothing else of the program's: close_range (Linux 5.9), else one by one.
-  if (syscall(SYS_close_range, 4u, ~0u, 0u) != 0) {
-    long max = sysconf(_SC_OPEN_MAX);
-    for (long fd = 4; fd < (max > 0 && max < 65536 ? max : 65536); ++fd)
-      close(static_cast<int>(fd));
+  if (sys(SYS_close_range, 4, ~0u, 0) != 0) {
+    for (long fd = 4; fd < a->max_fd; ++fd) sys(SYS_close, fd);
   }
-  pid_t helper = clone(helper_main, g_helper_stack + sizeof g_helper_stack,
-                       CLONE_VM | CLONE_VFORK | SIGCHLD, a);
-  if (helper < 0) syscall(SYS_exit_group, 125);
+  int helper = a->clone_fn(helper_main, g_helper_stack + sizeof g_helper_stack,
+                           CLONE_VM | CLONE_VFORK | SIGCHLD, a);
+  if (helper < 0) child_exit(125);
   int status = 0;
-  // The system call, not libc's waitpid: no cancellation point here, on
-  // the asking thread's thread data.
-  while (syscall(SYS_wait4, helper, &status, 0, nullptr) < 0) {
-    if (errno != EINTR) syscall(SYS_exit_group, 125);
+  long r;
+  while ((r = sys(SYS_wait4, helper, reinterpret_cast<long>(&status), 0, 0)) < 0) {
+    if (r != -EINTR) child_exit(125);
   }
-  syscall(SYS_exit_group, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-  return 125;
+  child_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 }
 
 // The program's environment less LD_PRELOAD: the command would load
@@ -232,6 +255,34 @@ const char* last_line(char* text, size_t len) {
   return nl ? nl + 1 : text;
 }
 
+// Whether a seccomp filter applies to this thread (and so to the children
+// it would start): one that kills or traps a clone without CLONE_THREAD,
+// or a prctl, would end the job (SIGSYS). Set since load or inherited, the
+// kernel says so in the thread's status ("Seccomp: 2"); where that cannot
+// be read, as if it did.
+const char* const kSeccompWhy =
+    "a seccomp filter is in force, which may forbid the helper's process";
+bool seccomp_filtered() {
+  int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  char text[4096];
+  size_t len = 0;
+  for (;;) {
+    ssize_t n = read(fd, text + len, sizeof text - 1 - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    len += static_cast<size_t>(n);
+    if (len == sizeof text - 1) break;
+  }
+  close(fd);
+  text[len] = '\0';
+  const char* line = strstr(text, "\nSeccomp:");
+  if (!line) return len == 0 || len == sizeof text - 1;  // no CONFIG_SECCOMP: none
+  line += str_len("\nSeccomp:");
+  while (*line == ' ' || *line == '\t') ++line;
+  return *line != '0';
+}
+
 struct Reason {
   char* buf;
   size_t size;
@@ -268,7 +319,16 @@ bool run_helper(Reason why) {
                   pid,
                   nullptr};
   helper_env();
-  ChildArgs args = {g_cli, argv, pipe_fds[1], dir_fd, {}, 0};
+  // Ours while g_busy holds this process's pid.
+  ChildArgs& args = g_args;
+  args = ChildArgs{};
+  args.path = g_cli;
+  args.argv = argv;
+  args.out_fd = pipe_fds[1];
+  args.dir_fd = dir_fd;
+  long max_fd = sysconf(_SC_OPEN_MAX);
+  args.max_fd = max_fd > 0 && max_fd < 65536 ? max_fd : 65536;
+  args.clone_fn = &clone;
   // Every signal blocked while the helper has no handlers of its own yet
   // (it resets them before it unblocks): only for the clone itself.
   sigset_t all;
@@ -277,7 +337,7 @@ bool run_helper(Reason why) {
   // No exit signal: no SIGCHLD, and a "clone" child that only a wait with
   // __WALL or __WCLONE sees, never the program's wait(), waitpid(-1). The
   // helper is its child, not the program's.
-  pid_t child = clone(stand_by, g_child_stack + sizeof g_child_stack, CLONE_VM, &args);
+  pid_t child = args.clone_fn(stand_by, g_child_stack + sizeof g_child_stack, CLONE_VM, &args);
   int clone_err = errno;
   pthread_sigmask(SIG_SETMASK, &args.mask, nullptr);
   close(pipe_fds[1]);
@@ -293,11 +353,16 @@ bool run_helper(Reason why) {
   set_ptracer(static_cast<unsigned long>(child));
   __atomic_store_n(&args.go, 1, __ATOMIC_RELEASE);
   syscall(SYS_futex, &args.go, FUTEX_WAKE, 1, nullptr, nullptr, 0);
-  // Its output, until it exits (end of file). This thread waits here in
-  // poll and read while the helper stops it: a ptrace stop restarts both.
+  // Its output, until it exits: end of file, or, where a fork of another
+  // thread's kept a copy of the write end, the child's exit (looked at
+  // every kExitCheckMs), then what is left in the pipe. This thread waits
+  // here in poll and read while the helper stops it: a ptrace stop
+  // restarts both.
+  fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
   char out[1024];
   size_t len = 0;
   bool timed_out = false;
+  bool exited = false;
   struct timespec start;
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
@@ -310,13 +375,24 @@ bool run_helper(Reason why) {
       kill(child, SIGKILL);
       break;
     }
-    struct pollfd pfd = {pipe_fds[0], POLLIN, 0};
-    int r = poll(&pfd, 1, static_cast<int>(kHelperTimeoutMs - waited));
-    if (r < 0 && errno == EINTR) continue;  // a handler of the program's ran
-    if (r <= 0) continue;
+    if (!exited) {
+      struct pollfd pfd = {pipe_fds[0], POLLIN, 0};
+      int left = static_cast<int>(kHelperTimeoutMs - waited);
+      int r = poll(&pfd, 1, left < kExitCheckMs ? left : kExitCheckMs);
+      if (r < 0 && errno == EINTR) continue;  // a handler of the program's ran
+      if (r <= 0) {
+        // Exited (or reaped by the program: ECHILD), not yet reaped here.
+        siginfo_t info = {};
+        int w =
+            waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT | __WALL);
+        if ((w == 0 && info.si_pid == child) || (w != 0 && errno == ECHILD)) exited = true;
+        continue;
+      }
+    }
     char chunk[256];
     ssize_t n = read(pipe_fds[0], chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN && !exited) continue;
     if (n <= 0) break;
     // Keep the end: the last line is what counts.
     for (ssize_t i = 0; i < n; ++i) {
@@ -329,12 +405,15 @@ bool run_helper(Reason why) {
   }
   close(pipe_fds[0]);
   int status = 0;
-  while (waitpid(child, &status, __WALL) < 0 && errno == EINTR) {
+  pid_t reaped;
+  while ((reaped = waitpid(child, &status, __WALL)) < 0 && errno == EINTR) {
   }
   // The program's own ptracer back (none unless it declared one).
   set_ptracer(faultline::install::g_program_ptracer);
   const char* line = last_line(out, len);
   if (timed_out) return why.set("the faultline helper took more than 60 s");
+  if (reaped != child)
+    return why.set("the program reaped the faultline helper's parent (waitpid with __WALL)");
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
       return why.set("the faultline helper could not be started: ", g_cli);
@@ -355,9 +434,14 @@ bool dump_by_helper(char* why, size_t why_size) {
   why[0] = '\0';
   // A dump asked for while another thread's helper runs waits for it (the
   // helper stops this thread too, in its nanosleep, which it restarts).
+  if (seccomp_filtered()) return reason.set(kSeccompWhy);
+  int self = static_cast<int>(sys_getpid());
   for (int waited_ms = 0;; ++waited_ms) {
-    int idle = 0;
-    if (g_busy.compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) break;
+    int owner = 0;
+    if (g_busy.compare_exchange_strong(owner, self, std::memory_order_acq_rel)) break;
+    // The parent's, inherited by this fork child: no helper runs here.
+    if (owner != self && g_busy.compare_exchange_strong(owner, self, std::memory_order_acq_rel))
+      break;
     if (waited_ms > kHelperTimeoutMs + 1000)
       return reason.set("another thread's helper dump did not end");
     struct timespec ms = {0, 1000 * 1000};
