@@ -9,7 +9,9 @@ set(FAULTLINE_SYM_FUZZ_DIR ${PROJECT_BINARY_DIR}/fuzz-symbolize)
 set(FAULTLINE_SYM_FUZZ_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined)
 
 # An instrumented copy of the library, so that the normal one stays plain.
-add_library(faultline_symbolize_fuzzing STATIC ${FAULTLINE_SYMBOLIZE_SOURCES})
+# The PLT stub names it shares with the crash path are instrumented too.
+add_library(faultline_symbolize_fuzzing STATIC ${FAULTLINE_SYMBOLIZE_SOURCES}
+                                               ${PROJECT_SOURCE_DIR}/src/core/modules/elf_plt.cpp)
 target_include_directories(faultline_symbolize_fuzzing PUBLIC ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(faultline_symbolize_fuzzing PUBLIC PkgConfig::LIBDW PkgConfig::LIBELF
                                                          fmt::fmt nlohmann_json::nlohmann_json)
