@@ -282,9 +282,13 @@ def test_a_fork_during_a_helper_dump_leaves_the_child_its_own_dumps(tmp_path):
 
 
 def test_fork_children_holding_the_helpers_pipe_do_not_hold_up_the_dump(tmp_path):
-    # A fork between the pipe's creation and its close keeps a write end
-    # open for the fork child's life: the dump ends when the helper does.
+    # A fork while the helper's output pipe is open in the process keeps a
+    # write end open for the fork child's life (here: until both dumps are
+    # over). A dump that waited for the end of the pipe would wait out the
+    # helper's 60 s and fall back to the signal.
     lines, reports = hostile("forkpipe", tmp_path)
-    assert [line[:2] for line in lines] == [["dump", "0"]] * 2, lines
-    assert {reports[line[2]]["capture"] for line in lines} == {"ptrace"}
+    dumps = [line for line in lines if line[0] == "dump"]
+    assert [line[:2] for line in dumps] == [["dump", "0"]] * 2, lines
+    assert ["forked", "2"] in lines, lines  # one child per dump, in its window
+    assert {reports[line[2]]["capture"] for line in dumps} == {"ptrace"}
     assert len(reports) == 2
