@@ -329,8 +329,15 @@ def test_dump_after_exit_ends_the_job_with_status_1_after_the_report(tmp_path):
     assert "dumplater:" not in r.stderr, r.stderr
 
 
-def test_dump_after_without_the_helper_falls_back_to_the_signal_and_says_why(tmp_path):
-    r, reports = dump_later(tmp_path, "tolerant", {"FAULTLINE_DUMP_HELPER": "0"})
+@pytest.mark.parametrize("dump_signal", ["none", "SIGUSR2"])
+def test_dump_after_without_the_helper_falls_back_to_the_signal_and_says_why(tmp_path,
+                                                                             dump_signal):
+    # With a dump signal too (FAULTLINE_DUMP=1), the watchdog, which blocks
+    # it, calls the dump handler: a signal sent to itself stayed pending.
+    env = {"FAULTLINE_DUMP_HELPER": "0"}
+    if dump_signal != "none":
+        env["FAULTLINE_DUMP"] = "1"
+    r, reports = dump_later(tmp_path, "tolerant", env)
     assert r.returncode == 0, r.stderr
     assert len(reports) == 1, r.stderr
     rep = reports[0]
