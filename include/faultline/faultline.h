@@ -91,7 +91,8 @@ typedef struct faultline_options {
    * goes on. 0: no dump signal. */
   int dump_signal;
   /* Seconds after install to take a live dump (faulthandler's
-   * dump_traceback_later); 0: never. */
+   * dump_traceback_later), as faultline_dump_after() does; 0: leaves the
+   * timed dump as it is. */
   int dump_after_seconds;
   /* 1: end the process (exit status 1) after the timed dump. */
   int exit_after_dump;
@@ -170,6 +171,28 @@ FAULTLINE_API void faultline_breadcrumb(const char* message);
  * other thread's system call is interrupted; else by signal, and the report
  * says why (doc/cli.md). Normal program context, not a signal handler. */
 FAULTLINE_API int faultline_dump_now(void);
+
+/* Arms a timed live dump: `milliseconds` from now (0: -EINVAL) a watchdog
+ * thread of the library takes the dump faultline_dump_now() takes, and with
+ * exit_after != 0 then ends the process with _exit(1) (faulthandler's
+ * dump_traceback_later(exit=True)). No timer signal: no thread of the
+ * program is interrupted. Calling it again replaces the deadline; the
+ * watchdog (named "faultline-later", every signal blocked) is started by
+ * the first call and stays. A fork child inherits no armed dump. Returns 0,
+ * -ENOTCONN (not installed), or a negative errno value. Normal program
+ * context (FAULTLINE_DUMP_AFTER uses it). */
+FAULTLINE_API int faultline_dump_after(unsigned int milliseconds, int exit_after);
+
+/* faultline_dump_after(), and with exit_after the process ends only once
+ * thread wait_tid (a thread id of this process, 0: none) has ended too, at
+ * most 10 s after the report: the Python package names faulthandler's
+ * watchdog thread, so that its text comes before the exit. */
+FAULTLINE_API int faultline_dump_after_thread(unsigned int milliseconds, int exit_after,
+                                              int wait_tid);
+
+/* Disarms the timed dump. One being written is waited for (with exit_after
+ * the process then ends). faultline_uninstall() cancels it too. */
+FAULTLINE_API void faultline_cancel_dump_after(void);
 
 /* Writes a report of kind "exception" of the live process, as
  * faultline_dump_now() does, with an "exception" object: type, message,

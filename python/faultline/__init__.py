@@ -213,15 +213,10 @@ def last_report():
 _options = None        # the Options last installed (kept: it owns report_dir's bytes)
 _report_dir = None
 _text_files = {}       # descriptor -> file object, kept alive as faulthandler does
-_timer = None          # the dump_traceback_later timer
-_timer_exit = False
 _env_max_threads = 0   # FAULTLINE_MAX_THREADS (0: the library's default)
 _env_dump_signal = 0   # FAULTLINE_DUMP / FAULTLINE_DUMP_SIGNAL
-_timer_signo = 0
 _registered = None     # the signal register() gave the library's dump handler
-# The signal a dump_traceback_later timer sends when no signal is registered:
 # (Numbers, not the signal module: importing it costs start-up time.)
-_TIMER_SIGNAL = 12  # SIGUSR2, as the library's own FAULTLINE_DUMP_AFTER
 _FATAL = {11, 8, 6, 7, 4}  # SIGSEGV, SIGFPE, SIGABRT, SIGBUS, SIGILL
 _SIGKILL, _SIGSTOP, _NSIG = 9, 19, 65
 _C_STACK = sys.version_info >= (3, 14)  # faulthandler.enable(c_stack=) and dump_c_stack()
@@ -450,16 +445,16 @@ def dump_traceback(file=None, all_threads=True):
 
 
 def _dump_signal():
-    """The dump signal without a timer: the registered one, else the one the
-    FAULTLINE_* variables set (0: none)."""
+    """The dump signal: the registered one, else the one the FAULTLINE_*
+    variables set (0: none)."""
     return _registered or _env_dump_signal
 
 
-def _reinstall_dump(signo, exit_after):
+def _reinstall_dump(signo):
     opts = _current_options()
     opts.dump_signal = signo
-    opts.dump_after_seconds = 0
-    opts.exit_after_dump = 1 if exit_after else 0
+    opts.dump_after_seconds = 0  # leaves a timed dump armed as it is
+    opts.exit_after_dump = 0
     _install(opts)
 
 
@@ -475,56 +470,68 @@ def _ensure_installed():
     return True
 
 
+def _tasks():
+    """The thread ids of this process."""
+    try:
+        return set(os.listdir("/proc/self/task"))
+    except OSError:
+        return set()
+
+
+# The longest timed dump the library takes (faultline_dump_after's unsigned
+# milliseconds: 49.7 days); a longer timeout is faulthandler's alone.
+_LATER_MAX_MS = 2**32 - 1
+
+
 def dump_traceback_later(timeout, repeat=False, file=None, exit=False):
     """faulthandler.dump_traceback_later(): after timeout seconds (and then
     every timeout seconds if repeat) faulthandler writes "Timeout (...)!"
     and the traceback of every thread to file, from its watchdog thread, so
     it fires even while the interpreter is stuck holding the GIL. faultline
-    writes one "dump" report, at the first timeout, from a kernel timer.
-    exit=True ends the process with status 1 after the first dump (after
-    the report, when the library is there). Calling it again replaces the
-    previous timer."""
-    global _timer, _timer_exit, _timer_signo
+    writes one "dump" report, at the first timeout, from the library's own
+    watchdog thread, taken as dump_traceback() takes it (by a ptrace
+    helper: no thread of the program is interrupted). exit=True ends the
+    process with status 1 after the first dump (after faulthandler's text
+    and the report, when the library is there). Calling it again replaces
+    the previous one."""
     # faulthandler's checks first: a bad argument changes nothing.
     if not float(timeout) > 0:
         raise ValueError("timeout must be greater than 0")
     if float(timeout) > 2**62 / 1e9:
         raise OverflowError("timeout value is too large")
-    have_lib = _ensure_installed()
-    # faulthandler checks the arguments and writes the text; with the
-    # library, faultline's timer ends the process after its report.
-    _fh.dump_traceback_later(timeout, repeat, sys.stderr if file is None else file,
-                             bool(exit) and not have_lib)
-    _cancel_timer()
+    ms = max(1, round(float(timeout) * 1000))
+    have_lib = (_ensure_installed() and hasattr(_lib, "faultline_dump_after_thread")
+                and ms <= _LATER_MAX_MS)
+    exit = bool(exit)
+    # With the library, its watchdog ends the process after its report and
+    # once faulthandler's watchdog thread, new with each call, has ended
+    # (after its text: without repeat, which exit makes moot, it ends there).
+    lib_exit = exit and have_lib
+    before = _tasks() if lib_exit else set()
+    _fh.dump_traceback_later(timeout, repeat and not lib_exit,
+                             sys.stderr if file is None else file, exit and not have_lib)
     if not have_lib:
+        _cancel_later()
         return
-    signo = _dump_signal() or _TIMER_SIGNAL
-    _reinstall_dump(signo, exit)
-    _timer_exit = bool(exit)
-    # One report, at the first timeout (faulthandler repeats its text):
-    # faulthandler's watchdog thread blocks every signal, so it never
-    # answers a dump's request for its stack, and a second dump would wait
-    # for it.
-    _timer = _native.Timer(signo, float(timeout), False)
-    _timer_signo = signo
+    new = _tasks() - before if lib_exit else set()
+    wait_tid = int(new.pop()) if len(new) == 1 else 0
+    # One report, at the first timeout (faulthandler repeats its text).
+    rc = _lib.faultline_dump_after_thread(ms, 1 if exit else 0, wait_tid)
+    if rc != 0:
+        raise OSError(-rc, f"faultline_dump_after: {os.strerror(-rc)}")
     _sync_text_mode()
 
 
-def _cancel_timer():
-    global _timer, _timer_exit
-    if _timer is None:
-        return
-    _timer.cancel()
-    _timer = None
-    _timer_exit = False
-    if _lib is not None and _lib.faultline_installed():
-        _reinstall_dump(_dump_signal(), False)
+def _cancel_later():
+    if _lib is not None and hasattr(_lib, "faultline_cancel_dump_after"):
+        _lib.faultline_cancel_dump_after()
 
 
 def cancel_dump_traceback_later():
-    """faulthandler.cancel_dump_traceback_later(), and faultline's timer."""
+    """faulthandler.cancel_dump_traceback_later(), and faultline's timed
+    dump (one being written is waited for)."""
     _fh.cancel_dump_traceback_later()
-    _cancel_timer()
+    _cancel_later()
 
 
 def register(signum, file=None, all_threads=True, chain=False):
@@ -555,7 +562,7 @@ def register(signum, file=None, all_threads=True, chain=False):
     if report:
         _fh.unregister(signo)  # faultline's handler goes in behind faulthandler's
         _registered = signo
-        _reinstall_dump(signo, _timer_exit)
+        _reinstall_dump(signo)
         _sync_text_mode()
     # chain=True behind our back: faulthandler calls faultline's dump
     # handler after its text.
@@ -570,9 +577,7 @@ def unregister(signum):
     if _registered == signo:
         _registered = None
         if _lib is not None and _lib.faultline_installed():
-            # A pending timer keeps its signal's handler until it is cancelled.
-            _reinstall_dump(_dump_signal() or (_timer_signo if _timer is not None else 0),
-                            _timer_exit)
+            _reinstall_dump(_dump_signal())
     return answer
 
 

@@ -1,5 +1,5 @@
 """The native side of the faultline package: finding libfaultline.so and the
-`faultline` command, the C options struct, and POSIX timers (through ctypes).
+`faultline` command, and the C options struct (through ctypes).
 Nothing here is public."""
 import ctypes
 import os
@@ -98,6 +98,11 @@ def bind_install(lib):
     lib.faultline_dump_now.restype = ctypes.c_int
     lib.faultline_last_report.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     lib.faultline_last_report.restype = ctypes.c_size_t
+    if hasattr(lib, "faultline_dump_after_thread"):  # a library older than the package lacks it
+        lib.faultline_dump_after_thread.argtypes = [ctypes.c_uint, ctypes.c_int, ctypes.c_int]
+        lib.faultline_dump_after_thread.restype = ctypes.c_int
+        lib.faultline_cancel_dump_after.argtypes = []
+        lib.faultline_cancel_dump_after.restype = None
     return lib
 
 
@@ -109,79 +114,6 @@ def options(lib):
     if rc != 0:
         raise OSError(-rc, f"faultline_options_init: {os.strerror(-rc)}")
     return opts
-
-
-# ---- POSIX timers: a timed dump must fire while the interpreter is stuck
-# (in C code, holding the GIL), so it cannot be a Python thread. The kernel
-# sends the dump signal; the library's handler writes the report.
-
-class _Timespec(ctypes.Structure):
-    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
-
-
-class _Itimerspec(ctypes.Structure):
-    _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
-
-
-class _Sigevent(ctypes.Structure):
-    # glibc x86-64: sigval, signo, notify, then a 48-byte union: 64 bytes.
-    _fields_ = [("sigev_value", ctypes.c_void_p), ("sigev_signo", ctypes.c_int),
-                ("sigev_notify", ctypes.c_int), ("_pad", ctypes.c_int * 12)]
-
-
-_SIGEV_SIGNAL = 0
-_CLOCK_MONOTONIC = 1
-_libc = None
-
-
-def _c():
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        for name in ("timer_create", "timer_settime", "timer_delete"):
-            if not hasattr(_libc, name):  # glibc < 2.34 keeps them in librt
-                _libc = ctypes.CDLL("librt.so.1", use_errno=True)
-                break
-        _libc.timer_create.argtypes = [ctypes.c_int, ctypes.POINTER(_Sigevent),
-                                       ctypes.POINTER(ctypes.c_void_p)]
-        _libc.timer_settime.argtypes = [ctypes.c_void_p, ctypes.c_int,
-                                        ctypes.POINTER(_Itimerspec), ctypes.c_void_p]
-        _libc.timer_delete.argtypes = [ctypes.c_void_p]
-    return _libc
-
-
-class Timer:
-    """A CLOCK_MONOTONIC timer that sends signo after `seconds`, and then
-    every `seconds` when repeat is true (si_code SI_TIMER)."""
-
-    def __init__(self, signo, seconds, repeat):
-        libc = _c()
-        ev = _Sigevent()
-        ev.sigev_notify = _SIGEV_SIGNAL
-        ev.sigev_signo = int(signo)
-        self._id = ctypes.c_void_p()
-        if libc.timer_create(_CLOCK_MONOTONIC, ctypes.byref(ev), ctypes.byref(self._id)) != 0:
-            e = ctypes.get_errno()
-            raise OSError(e, "timer_create: " + os.strerror(e))
-        sec = int(seconds)
-        nsec = int(round((seconds - sec) * 1e9))
-        if nsec >= 1000000000:
-            sec, nsec = sec + 1, nsec - 1000000000
-        if sec == 0 and nsec == 0:
-            nsec = 1
-        its = _Itimerspec()
-        its.it_value = _Timespec(sec, nsec)
-        if repeat:
-            its.it_interval = _Timespec(sec, nsec)
-        if libc.timer_settime(self._id, 0, ctypes.byref(its), None) != 0:
-            e = ctypes.get_errno()
-            self.cancel()
-            raise OSError(e, "timer_settime: " + os.strerror(e))
-
-    def cancel(self):
-        if self._id is not None:
-            _c().timer_delete(self._id)
-            self._id = None
 
 
 def signal_number(signum):

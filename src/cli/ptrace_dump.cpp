@@ -434,7 +434,11 @@ int ptrace_capture(pid_t pid, json* report, std::string* why, int wait_ms) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM}) sigaddset(&block, sig);
   pthread_sigmask(SIG_BLOCK, &block, &old);
   std::thread tracer([&] {
+    // Unblocked even where this process started with them blocked (the
+    // library's timed-dump watchdog, which blocks every signal, starts it
+    // as its helper): the stop deadline is a SIGALRM.
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    pthread_sigmask(SIG_UNBLOCK, &block, nullptr);
     err = capture_stopped(pid, wait_ms, &c, why);
   });
   tracer.join();

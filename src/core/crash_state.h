@@ -46,7 +46,6 @@ struct Config {
   int thread_signal{};      // real-time signal that asks a thread for its stack
   int thread_timeout_ms{};  // how long to wait for all threads' answers
   int dump_signal{};        // live-dump signal, 0: none
-  bool exit_after_dump{};   // the timed dump ends the process (faulthandler's exit=True)
   void (*callback)(faultline_callback_writer*, void*){};
   void* callback_data{};
   int watchdog_seconds{};

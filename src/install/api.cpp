@@ -22,6 +22,7 @@
 #include "core/write/report_writer.h"
 #include "faultline/faultline.h"
 #include "install/dump_helper.h"
+#include "install/dump_later.h"
 #include "install/dump_signal.h"
 #include "install/sigaction_hook.h"
 #include "install/terminate.h"
@@ -38,7 +39,7 @@ extern "C" {
 void faultline_uninstall(void) {
   g_stay_in_front = 0;
   g_stay_in_front_of_shutdown = 0;
-  arm_dump_timer(0, 0);
+  dump_later_cancel();
   install_dump_signal(0);
   threads_uninstall();
   set_thread_altstacks(false);
@@ -75,6 +76,13 @@ void dump_here() {
   dump_signal_handler(SIGUSR2, &si, &uc);
 }
 
+// Whether this thread blocks `signo` (faultline's timed-dump watchdog
+// blocks every signal): sent to itself, it would only stay pending.
+bool blocked_here(int signo) {
+  sigset_t mask;
+  return pthread_sigmask(SIG_BLOCK, nullptr, &mask) == 0 && sigismember(&mask, signo) == 1;
+}
+
 // faultline_dump_now, with cancellation off.
 int dump_now_uncancelled() {
   // By ptrace from a helper where it can be: no thread is interrupted.
@@ -83,7 +91,7 @@ int dump_now_uncancelled() {
   if (by_helper) return 0;
   str_copy(g_dump_by_signal_because, sizeof g_dump_by_signal_because, why);
   int before = dumps_written();
-  if (int signo = installed_dump_signal(); signo > 0) {
+  if (int signo = installed_dump_signal(); signo > 0 && !blocked_here(signo)) {
     // Delivered to this thread before tgkill returns.
     syscall(SYS_tgkill, g_crash.pid, sys_gettid(), signo);
   } else {
@@ -106,6 +114,20 @@ int faultline_dump_now(void) {
   pthread_setcancelstate(cancel_state, nullptr);
   errno = saved_errno;
   return rc;
+}
+
+int faultline_dump_after_thread(unsigned int milliseconds, int exit_after, int wait_tid) {
+  if (!g_crash.installed) return -ENOTCONN;
+  if (wait_tid < 0) return -EINVAL;
+  return dump_later_arm(milliseconds, exit_after != 0, wait_tid);
+}
+
+int faultline_dump_after(unsigned int milliseconds, int exit_after) {
+  return faultline_dump_after_thread(milliseconds, exit_after, 0);
+}
+
+void faultline_cancel_dump_after(void) {
+  dump_later_cancel();
 }
 
 int faultline_exception_report(const char* type, const char* message, const char* frames,

@@ -3,7 +3,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/base/sigaction_real.h"
@@ -12,8 +11,6 @@
 namespace faultline::core {
 namespace {
 
-timer_t g_dump_timer;
-bool g_dump_timer_armed = false;
 struct sigaction g_previous_dump;
 
 // The mark `faultline dump` looks for (g_dump_mark, dump_signal.h).
@@ -47,21 +44,6 @@ void install_dump_signal(int signo) {
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
   if (real_sigaction(signo, &sa, &g_previous_dump) == 0) g_dump_signo = signo;
   publish_marker(g_dump_signo);
-}
-
-void arm_dump_timer(int seconds, int signo) {
-  if (g_dump_timer_armed) {
-    timer_delete(g_dump_timer);
-    g_dump_timer_armed = false;
-  }
-  if (seconds <= 0 || signo <= 0) return;
-  struct sigevent ev = {};
-  ev.sigev_notify = SIGEV_SIGNAL;
-  ev.sigev_signo = signo;
-  if (timer_create(CLOCK_MONOTONIC, &ev, &g_dump_timer) != 0) return;
-  struct itimerspec its = {};
-  its.it_value.tv_sec = seconds;
-  g_dump_timer_armed = timer_settime(g_dump_timer, 0, &its, nullptr) == 0;
 }
 
 int installed_dump_signal() {

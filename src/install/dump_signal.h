@@ -1,6 +1,6 @@
-// The live dump's signal and timer (FAULTLINE_DUMP_SIGNAL,
-// FAULTLINE_DUMP_AFTER): a signal that makes the process write a report of
-// all its threads and go on. Install time only.
+// The live dump's signal (FAULTLINE_DUMP_SIGNAL): a signal that makes the
+// process write a report of all its threads and go on. Install time only.
+// (The timed dump, FAULTLINE_DUMP_AFTER, needs no signal: dump_later.h.)
 #pragma once
 
 #include <pthread.h>
@@ -11,10 +11,6 @@ namespace faultline::core {
 // Makes `signo` the dump signal (0: none), putting back the handler of the
 // one it replaces.
 void install_dump_signal(int signo);
-
-// Sends `signo` to the process once, `seconds` from now (0: never),
-// replacing the timer a previous install armed.
-void arm_dump_timer(int seconds, int signo);
 
 // The program installed its own disposition for `signo` (through the
 // sigaction() interposer): if it is the dump signal, faultline's mark for

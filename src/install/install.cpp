@@ -46,6 +46,7 @@
 #include "faultline/faultline.h"
 #include "install/cmdline.h"
 #include "install/crash_arena.h"
+#include "install/dump_later.h"
 #include "install/dump_signal.h"
 #include "install/job_parent.h"
 #include "install/libunwind_load.h"
@@ -117,6 +118,7 @@ void atfork_child() {
   }
   thread_annotations_after_fork();
   module_snapshot_after_fork();
+  dump_later_after_fork();
 }
 
 // True when `where` is the executable: its program headers (AT_PHDR) sit at
@@ -233,18 +235,16 @@ void copy_options(Config* cfg, const faultline_options* opts) {
     cfg->thread_signal = SIGRTMAX - 3;
   }
   cfg->thread_timeout_ms = opts->thread_timeout_ms > 0 ? opts->thread_timeout_ms : 1000;
-  cfg->exit_after_dump = opts->exit_after_dump != 0;
   cfg->minidump = opts->minidump != 0;
   cfg->callback = opts->callback;
   cfg->callback_data = opts->callback_data;
 }
 
-// The dump signal asked for (SIGUSR2 for a timed dump that named none), or
-// 0. A dump signal that is also fatal or the thread signal would loop (the
+// The dump signal asked for, or 0 (a timed dump needs none: dump_later.h).
+// A dump signal that is also fatal or the thread signal would loop (the
 // environment's settings were checked with a warning; this covers the API).
 int choose_dump_signal(const faultline_options* opts) {
   int dump_signo = opts->dump_signal;
-  if (opts->dump_after_seconds > 0 && dump_signo <= 0) dump_signo = SIGUSR2;
   if (dump_signo > 0 && dump_signo < 64 &&
       (((opts->signals >> dump_signo) & 1) || dump_signo == opts->thread_signal)) {
     dump_signo = 0;
@@ -372,10 +372,7 @@ extern "C" int faultline_install(const faultline_options* caller) {
   register_fork_handlers();
   reserve_fds();
   threads_init(cfg->thread_signal);
-  if (dump_signo > 0 || !first) {
-    install_dump_signal(dump_signo);
-    arm_dump_timer(opts->dump_after_seconds, dump_signo);
-  }
+  if (dump_signo > 0 || !first) install_dump_signal(dump_signo);
   set_thread_altstacks(opts->thread_altstacks != 0);
   hook_terminate(first);
   g_stay_in_front = opts->stay_in_front != 0;
@@ -386,5 +383,10 @@ extern "C" int faultline_install(const faultline_options* caller) {
   install_altstack();
   install_crash_handlers(cfg);
   g_crash.installed = true;
+  // After the handlers: the watchdog's dump needs them.
+  if (opts->dump_after_seconds > 0) {
+    dump_later_arm(static_cast<uint64_t>(opts->dump_after_seconds) * 1000,
+                   opts->exit_after_dump != 0, 0);
+  }
   return 0;
 }

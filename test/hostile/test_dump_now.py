@@ -292,3 +292,166 @@ def test_fork_children_holding_the_helpers_pipe_do_not_hold_up_the_dump(tmp_path
     assert ["forked", "2"] in lines, lines  # one child per dump, in its window
     assert {reports[line[2]]["capture"] for line in dumps} == {"ptrace"}
     assert len(reports) == 2
+
+
+DUMPLATER = fltest.program("dumplater")
+
+
+def dump_later(tmp_path, mode=None, env=None):
+    """dumplater run under the preload with FAULTLINE_DUMP_AFTER=1."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
+    e.update({"LD_PRELOAD": fltest.LIB, "FAULTLINE_DIR": str(tmp_path),
+              "FAULTLINE_DUMP_AFTER": "1"})
+    e.update(env or {})
+    r = subprocess.run([DUMPLATER, str(tmp_path)] + ([mode] if mode else []), env=e,
+                       capture_output=True, text=True, timeout=180)
+    reports = [fltest.validate(json.load(open(p))) for p in tmp_path.glob("faultline-*.json")]
+    return r, reports
+
+
+def test_dump_after_takes_its_dump_by_helper_and_interrupts_no_thread(tmp_path):
+    # A kernel timer's signal, then the signal dump's request to every
+    # thread, made poll or nanosleep fail with EINTR: dumplater exited 2..4.
+    r, reports = dump_later(tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert len(reports) == 1, r.stderr
+    rep = reports[0]
+    assert r.stdout.split() == ["report", next(tmp_path.glob("faultline-*.json")).name]
+    assert rep["kind"] == "dump" and rep["capture"] == "ptrace", rep.get("capture_fallback")
+    names = {t.get("name"): fltest.native_symbols(t) for t in rep["threads"]}
+    assert "wait_in_poll" in names["poller"] and "wait_in_nanosleep" in names["sleeper"], names
+    # The library's watchdog took it, from a call (faultline_dump_now).
+    assert "faultline_dump_now" in names["faultline-later"], names
+    assert rep["dumping_tid"] == [t["tid"] for t in rep["threads"]
+                                  if t.get("name") == "faultline-later"][0]
+
+
+def test_dump_after_exit_ends_the_job_with_status_1_after_the_report(tmp_path):
+    r, reports = dump_later(tmp_path, "wait", {"FAULTLINE_DUMP_AFTER_EXIT": "1"})
+    assert r.returncode == 1, r.stderr
+    assert len(reports) == 1 and reports[0]["capture"] == "ptrace", r.stderr
+    assert "dumplater:" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("dump_signal", ["none", "SIGUSR2"])
+def test_dump_after_without_the_helper_falls_back_to_the_signal_and_says_why(tmp_path,
+                                                                             dump_signal):
+    # With a dump signal too (FAULTLINE_DUMP=1), the watchdog, which blocks
+    # it, calls the dump handler: a signal sent to itself stayed pending.
+    env = {"FAULTLINE_DUMP_HELPER": "0"}
+    if dump_signal != "none":
+        env["FAULTLINE_DUMP"] = "1"
+    r, reports = dump_later(tmp_path, "tolerant", env)
+    assert r.returncode == 0, r.stderr
+    assert len(reports) == 1, r.stderr
+    rep = reports[0]
+    assert rep["capture"] == "signal" and rep["capture_fallback"] == "FAULTLINE_DUMP_HELPER=0"
+    names = {t.get("name"): fltest.native_symbols(t) for t in rep["threads"]}
+    assert "wait_in_poll" in names["poller"] and "wait_in_nanosleep" in names["sleeper"], names
+
+
+def test_a_fork_child_inherits_no_timed_dump_and_can_arm_its_own(tmp_path):
+    # As a POSIX timer, the parent's timed dump is not inherited: the child
+    # starts with no watchdog thread and nothing armed. Armed in the child,
+    # its own is taken (a watchdog thought to be there would never fire).
+    code = textwrap.dedent("""
+        import ctypes, glob, json, os, sys, time
+        lib = ctypes.CDLL(None)
+        assert lib.faultline_dump_after(200, 0) == 0
+        pid = os.fork()
+        if pid == 0:
+            threads = len(os.listdir("/proc/self/task"))
+            mine = lambda: [p for p in glob.glob(sys.argv[1] + "/faultline-*.json")
+                            if json.load(open(p))["process"]["pid"] == os.getpid()]
+            # The parent's dump written: its deadline, ours if we had one, passed.
+            while len(glob.glob(sys.argv[1] + "/faultline-*.json")) < 1:
+                time.sleep(0.01)
+            time.sleep(0.5)
+            inherited = len(mine())
+            assert lib.faultline_dump_after(1, 0) == 0
+            for _ in range(6000):
+                if mine():
+                    break
+                time.sleep(0.01)
+            print(threads, inherited, len(mine()), flush=True)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), flush=True)
+        """)
+    e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
+    e.update({"LD_PRELOAD": fltest.LIB, "FAULTLINE_DIR": str(tmp_path)})
+    r = subprocess.run(["/usr/bin/python3", "-c", code, str(tmp_path)], env=e,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    # One thread (no watchdog), no dump of the parent's deadline, its own.
+    assert r.stdout.split() == ["1", "0", "1", "0"], (r.stdout, r.stderr)
+    assert len(list(tmp_path.glob("faultline-*.json"))) == 2
+
+
+PY_LATER = """
+import ctypes, glob, os, sys, threading, time
+import faultline
+
+libc = ctypes.CDLL(None, use_errno=True)
+stop = False
+eintr = 0
+
+def poll_in_c():
+    # libc's poll() through ctypes: Python's own calls retry after EINTR
+    # (PEP 475) and would hide it.
+    global eintr
+    while not stop:
+        rc = libc.poll(None, 0, 50)
+        if rc != 0:
+            eintr += 1
+            os.write(2, f"poll returned {rc}: {os.strerror(ctypes.get_errno())}\\n".encode())
+
+threading.Thread(target=poll_in_c, name="poll_in_c", daemon=True).start()
+if sys.argv[1] == "exit":
+    text = open(sys.argv[2] + "/text", "w")
+    faultline.dump_traceback_later(0.5, exit=True, file=text)
+    time.sleep(120)
+    sys.exit(5)
+faultline.dump_traceback_later(0.5, file=open(os.devnull, "w"))
+while not glob.glob(sys.argv[2] + "/faultline-*.json"):
+    time.sleep(0.01)
+stop = True
+print("eintr", eintr)
+"""
+
+
+def python_later(tmp_path, mode):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
+    e.pop("LD_PRELOAD", None)
+    e.update({"FAULTLINE_DIR": str(tmp_path), "FAULTLINE_LIB": fltest.LIB,
+              "PYTHONPATH": os.path.join(fltest.SOURCE, "python")})
+    prog = tmp_path / "job.py"
+    prog.write_text(PY_LATER)
+    r = subprocess.run([sys.executable, str(prog), mode, str(tmp_path)], env=e,
+                       capture_output=True, text=True, timeout=180)
+    reports = [fltest.validate(json.load(open(p))) for p in tmp_path.glob("faultline-*.json")]
+    return r, reports
+
+
+def test_python_dump_traceback_later_interrupts_no_thread(tmp_path):
+    # The kernel timer's signal and the signal dump made libc's poll() fail
+    # with EINTR in the other thread.
+    r, reports = python_later(tmp_path, "go on")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["eintr", "0"], r.stderr
+    assert len(reports) == 1 and reports[0]["capture"] == "ptrace", r.stderr
+    threads = reports[0]["threads"]
+    assert "faultline-later" in {t.get("name") for t in threads}
+    inner = [[f["function"] for f in t["frames"] if f["kind"] == "python"][:1] for t in threads]
+    assert ["poll_in_c"] in inner, inner
+
+
+def test_python_dump_traceback_later_exit_comes_after_faulthandlers_text(tmp_path):
+    r, reports = python_later(tmp_path, "exit")
+    assert r.returncode == 1, r.stderr
+    assert "poll returned" not in r.stderr, r.stderr
+    assert len(reports) == 1 and reports[0]["capture"] == "ptrace", r.stderr
+    text = (tmp_path / "text").read_text()
+    # faulthandler's text, whole: every thread, the main one last.
+    assert text.startswith("Timeout (0:00:00.500000)!\nThread 0x"), text
+    assert "poll_in_c" in text and text.rstrip().endswith('line 23 in <module>'), text

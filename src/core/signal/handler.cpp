@@ -435,7 +435,6 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
   Deferred kept = take_deferred();
   g_handler.claimed_ns = 0;
   g_handler.owner.store(0, std::memory_order_release);
-  if (g_crash.config.exit_after_dump && info->si_code == SI_TIMER) _exit(1);
   deliver_deferred(kept, 0);
   errno = saved_errno;
 }
