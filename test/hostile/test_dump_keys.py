@@ -129,3 +129,27 @@ def test_a_descriptor_that_does_not_match_leaves_the_keys_out_and_says_why(tmp_p
         assert p.poll() is None
     finally:
         assert finish(p) == 0, p.stderr.read()
+
+
+def test_tables_scribbled_over_are_read_within_their_bounds(tmp_path):
+    p, (main, a, b) = start(tmp_path)
+    try:
+        assert ask(p, "scribble") == ["scribbled"]
+        sig = cli_dump(main, "signal")
+        rep = cli_dump(main, "ptrace")
+        # Cut at their buffers, as the process's own dump cuts them; a count
+        # past the table reads the table; breadcrumbs numbered past the ring
+        # are not there.
+        assert rep["annotations"] == sig["annotations"]
+        assert rep["annotations"]["K" * 63] == "V" * 511
+        assert len(rep["annotations"]) == len(PROCESS_KEYS)
+        assert rep["breadcrumbs"] == sig["breadcrumbs"] == []
+        assert thread_keys(rep) == thread_keys_set(main, a, b)
+        # Tables where nothing is mapped: left out, and why.
+        assert ask(p, "badptr") == ["badptr"]
+        rep = cli_dump(main, "ptrace")
+        assert "annotations" not in rep and thread_keys(rep) == {}
+        assert any("could not be read" in e for e in rep["faultline"]["errors"]), rep["faultline"]
+        assert p.poll() is None
+    finally:
+        assert finish(p) == 0, p.stderr.read()

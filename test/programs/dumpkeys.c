@@ -8,6 +8,11 @@
  *   dump     -> "dump RC PATH" (faultline_dump_now()'s result, the report)
  *   corrupt  -> "corrupted" (faultline_remote_tables, the descriptor a
  *               ptrace dump reads, now says version 99)
+ *   scribble -> "scribbled" (the tables it points to hold garbage: the
+ *               first key and value fill their buffers with no NUL, the
+ *               slots in use say 2^30, the breadcrumb count 2^64-1)
+ *   badptr   -> "badptr" (the descriptor points the thread tables at an
+ *               unmapped address)
  *   quit     -> exit 0 */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -42,15 +47,46 @@ static void* worker(void* arg) {
   return NULL;
 }
 
-static int corrupt(void) {
-  char* d = dlsym(RTLD_DEFAULT, "faultline_remote_tables");
-  if (!d) return -1;
+/* The descriptor's layout (core/capture/annotation_tables.h). */
+struct Tables {
+  uint64_t magic;
+  uint32_t version, size;
+  uint32_t sizes[3], bytes[4];
+  int32_t counts[4];
+  char* annotations;
+  int* annotations_limit;
+  void* thread_tables;
+  int* probe_limit;
+  void* crumbs;
+  uint64_t* crumb_next;
+};
+
+static struct Tables* writable_tables(void) {
+  struct Tables* d = dlsym(RTLD_DEFAULT, "faultline_remote_tables");
+  if (!d || d->size != sizeof *d) return NULL;
   long page = sysconf(_SC_PAGESIZE);
   uintptr_t start = (uintptr_t)d & ~(uintptr_t)(page - 1);
-  if (mprotect((void*)start, (size_t)(2 * page), PROT_READ | PROT_WRITE) != 0) return -1;
-  uint32_t version = 99; /* after the 8-byte magic */
-  memcpy(d + 8, &version, sizeof version);
-  return 0;
+  if (mprotect((void*)start, (size_t)(2 * page), PROT_READ | PROT_WRITE) != 0) return NULL;
+  return d;
+}
+
+static const char* command(const char* line) {
+  struct Tables* d = writable_tables();
+  if (!d) return "no descriptor";
+  if (strncmp(line, "corrupt", 7) == 0) {
+    d->version = 99;
+    return "corrupted";
+  }
+  if (strncmp(line, "scribble", 8) == 0) {
+    /* Slot 0 (the first key set): seq and used stay, key[64], value[512]. */
+    memset(d->annotations + 8, 'K', 64);
+    memset(d->annotations + 8 + 64, 'V', 512);
+    *d->annotations_limit = 1 << 30;
+    *d->crumb_next = UINT64_MAX;
+    return "scribbled";
+  }
+  d->thread_tables = (void*)16;
+  return "badptr";
 }
 
 int main(void) {
@@ -93,8 +129,9 @@ int main(void) {
       char path[4096] = "";
       faultline_last_report(path, sizeof path);
       printf("dump %d %s\n", rc, path);
-    } else if (strncmp(line, "corrupt", 7) == 0) {
-      printf(corrupt() == 0 ? "corrupted\n" : "not corrupted\n");
+    } else if (strncmp(line, "corrupt", 7) == 0 || strncmp(line, "scribble", 8) == 0 ||
+               strncmp(line, "badptr", 6) == 0) {
+      printf("%s\n", command(line));
     } else if (strncmp(line, "quit", 4) == 0) {
       return 0;
     }
