@@ -90,14 +90,16 @@ bool find_tables(const core::ModuleTable& modules, core::RemoteTables* t, std::s
                  ? fmt::format("{} of {} is not faultline's descriptor (magic {:#x})", kSymbol,
                                m.path, t->magic)
                  : fmt::format(
-                       "{} of {} is version {} with other table sizes or limits; this faultline "
-                       "reads version {}",
+                       "{} of {} is version {} (this faultline reads version {}), or its table "
+                       "sizes or limits differ",
                        kSymbol, m.path, t->version, core::kRemoteTablesVersion);
       return false;
     }
     return true;
   }
-  if (library) *why = fmt::format("libfaultline.so in the process exports no {} (older)", kSymbol);
+  if (library)
+    *why = fmt::format(
+        "libfaultline.so in the process exports no {} (a faultline older than this one)", kSymbol);
   return false;
 }
 
