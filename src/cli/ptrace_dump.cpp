@@ -351,7 +351,7 @@ struct Captured {
   core::CaptureErrors errors{};
   core::Arena arena;
   bool have_arena = false;
-  RemoteAppData app;  // its annotations and breadcrumbs
+  RemoteTablesCopy app;  // its annotations and breadcrumbs
 };
 
 // Stops the threads, reads everything, and lets them go: run in a thread of
@@ -392,7 +392,7 @@ int capture_stopped(pid_t pid, int wait_ms, Captured* c, std::string* why) {
   std::vector<pid_t> tids;
   for (const StoppedThread& t : stopper.threads())
     if (t.stopped && !t.done && t.tid > 0) tids.push_back(t.tid);
-  c->app = read_remote_app_data(c->cm.table, tids);
+  c->app = copy_remote_tables(c->cm.table, tids);
   // Everything is read: the stopped threads go on.
   stopper.let_stopped_go();
   c->capture_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -467,11 +467,13 @@ int ptrace_capture(pid_t pid, json* report, std::string* why, int wait_ms) {
   }
   if (have_arena)
     core::symbolize_threads(cm.table, tcs.data(), static_cast<int>(tcs.size()), &arena, &errors);
+  RemoteAppData app;
+  if (c.app.found) app = decode_remote_tables(c.app);
   json threads = json::array();
   for (const NativeStack& st : stacks) {
     threads.push_back(thread_json(pid, st, py, cm, mods));
-    auto own = c.app.thread_annotations.find(st.tid);
-    if (own != c.app.thread_annotations.end()) threads.back()["annotations"] = own->second;
+    auto own = app.thread_annotations.find(st.tid);
+    if (own != app.thread_annotations.end()) threads.back()["annotations"] = own->second;
   }
   // The main thread first, as the library lists them.
   std::stable_sort(threads.begin(), threads.end(), [pid](const json& a, const json& b) {
@@ -536,8 +538,8 @@ int ptrace_capture(pid_t pid, json* report, std::string* why, int wait_ms) {
   // Left out where they could not be read (faultline.errors says why);
   // empty where the process has no faultline.
   if (c.app.why.empty()) {
-    (*report)["annotations"] = c.app.read ? c.app.annotations : json::object();
-    (*report)["breadcrumbs"] = c.app.read ? c.app.breadcrumbs : json::array();
+    (*report)["annotations"] = c.app.found ? app.annotations : json::object();
+    (*report)["breadcrumbs"] = c.app.found ? app.breadcrumbs : json::array();
   }
   if (json job = job_of(pid); !job.is_null()) (*report)["job"] = std::move(job);
   return 0;

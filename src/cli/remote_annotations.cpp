@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "core/base/safe_read.h"
 #include "core/capture/annotation_tables.h"
@@ -42,19 +43,25 @@ uintptr_t remote_thread_pointer(pid_t tid) {
 #endif
 }
 
-// `write` run on the crash path's JSON writer inside an object, parsed: the
-// same text a report written in the process would hold (invalid UTF-8
-// replaced, "_hex" companions). null if it does not fit.
+// The value `write` puts after its key, written by the crash path's JSON
+// writer and parsed: the text a report written in the process would hold
+// (invalid UTF-8 replaced, "_hex" companions).
 template <typename Write>
 json written(Write&& write) {
-  std::vector<char> buf(size_t{4} << 20);
-  core::FdSink sink(-1, buf.data(), buf.size());  // never flushed: all in buf
+  constexpr size_t kBytes = size_t{1} << 20;  // > every table's JSON, escaped
+  std::unique_ptr<char[]> buf(new char[kBytes]);
+  core::FdSink sink(-1, buf.get(), kBytes);  // never flushed: all in buf
   core::JsonWriter w(&sink);
   w.begin_object();
   write(w);
   w.end_object();
-  if (sink.bytes() > buf.size()) return nullptr;
-  return json::parse(buf.data(), buf.data() + sink.bytes(), nullptr, false);
+  if (sink.bytes() > kBytes) return nullptr;
+  json j = json::parse(buf.get(), buf.get() + sink.bytes(), nullptr, false);
+  return j.is_object() && j.size() == 1 ? j.begin().value() : json();
+}
+
+json object_or_empty(json j) {
+  return j.is_object() ? j : json::object();
 }
 
 // Copies n objects of the target at addr into out; false if unreadable.
@@ -105,61 +112,57 @@ bool find_tables(const core::ModuleTable& modules, core::RemoteTables* t, std::s
 
 }  // namespace
 
-RemoteAppData read_remote_app_data(const core::ModuleTable& modules,
-                                   const std::vector<pid_t>& tids) {
-  RemoteAppData d;
+RemoteTablesCopy copy_remote_tables(const core::ModuleTable& modules,
+                                    const std::vector<pid_t>& tids) {
+  RemoteTablesCopy c;
   core::RemoteTables t{};
-  if (!find_tables(modules, &t, &d.why)) return d;
+  if (!find_tables(modules, &t, &c.why)) return c;
   // The limits and counters first, then only the slots they say are used.
-  int limit = 0, probe_limit = 0;
-  uint64_t next = 0;
-  std::vector<core::GlobalSlot> slots;
-  std::vector<core::Crumb> crumbs;
-  std::vector<core::ThreadTable> tables;
-  if (!copy_one(&limit, t.annotations_limit) || !copy_one(&probe_limit, t.probe_limit) ||
-      !copy_one(&next, t.crumb_next)) {
-    d.why = "the annotation tables' counters could not be read";
-    return d;
+  if (!copy_one(&c.annotations_limit, t.annotations_limit) ||
+      !copy_one(&c.probe_limit, t.probe_limit) || !copy_one(&c.crumb_next, t.crumb_next)) {
+    c.why = "the annotation tables' counters could not be read";
+    return c;
   }
-  limit = std::clamp(limit, 0, core::kMaxAnnotations);
-  probe_limit = std::clamp(probe_limit, 0, core::kMaxAnnotatedThreads);
-  if (!copy_out(&slots, t.annotations, static_cast<size_t>(limit)) ||
-      !copy_out(&crumbs, t.crumbs, next ? size_t{core::kMaxBreadcrumbs} : 0) ||
-      !copy_out(&tables, t.thread_tables, probe_limit ? size_t{core::kMaxAnnotatedThreads} : 0)) {
-    d.why = "the annotation tables could not be read";
-    return d;
+  c.annotations_limit = std::clamp(c.annotations_limit, 0, core::kMaxAnnotations);
+  c.probe_limit = std::clamp(c.probe_limit, 0, core::kMaxAnnotatedThreads);
+  if (!copy_out(&c.annotations, t.annotations, static_cast<size_t>(c.annotations_limit)) ||
+      !copy_out(&c.crumbs, t.crumbs, c.crumb_next ? size_t{core::kMaxBreadcrumbs} : 0) ||
+      !copy_out(&c.thread_tables, t.thread_tables,
+                c.probe_limit ? size_t{core::kMaxAnnotatedThreads} : 0)) {
+    c.why = "the annotation tables could not be read";
+    return c;
   }
+  for (pid_t tid : tids)
+    if (c.probe_limit) c.threads.emplace_back(tid, remote_thread_pointer(tid));
+  c.found = true;
+  return c;
+}
+
+RemoteAppData decode_remote_tables(const RemoteTablesCopy& c) {
+  RemoteAppData d;
   // The crash path's snapshots over the copies, written by its writer.
-  std::vector<char> storage(size_t{1} << 20);
-  std::vector<core::AnnotationView> views(core::kMaxAnnotations);
-  std::vector<core::BreadcrumbView> crumb_views(core::kMaxBreadcrumbs);
-  int n = core::annotation_table_snapshot(slots.data(), limit, views.data(), core::kMaxAnnotations,
-                                          storage.data(), storage.size());
-  json a = written([&](core::JsonWriter& w) { core::write_annotations(w, views.data(), n); });
-  int nc = next ? core::breadcrumb_ring_snapshot(crumbs.data(), next, crumb_views.data(),
-                                                 core::kMaxBreadcrumbs, storage.data() + (1 << 19),
-                                                 storage.size() - (1 << 19))
-                : 0;
-  json b =
-      written([&](core::JsonWriter& w) { core::write_breadcrumbs(w, crumb_views.data(), nc); });
-  if (!a.is_object() || !b.is_object()) {
-    d.why = "the annotations could not be written";
-    return d;
-  }
-  d.annotations = std::move(a["annotations"]);
-  d.breadcrumbs = std::move(b["breadcrumbs"]);
-  for (pid_t tid : tids) {
+  constexpr size_t kStorage = size_t{1} << 18;  // > every table's strings
+  std::unique_ptr<char[]> storage(new char[kStorage]);
+  core::AnnotationView views[core::kMaxAnnotations];
+  core::BreadcrumbView crumbs[core::kMaxBreadcrumbs];
+  int n = core::annotation_table_snapshot(c.annotations.data(), c.annotations_limit, views,
+                                          core::kMaxAnnotations, storage.get(), kStorage);
+  d.annotations =
+      object_or_empty(written([&](core::JsonWriter& w) { core::write_annotations(w, views, n); }));
+  n = c.crumb_next ? core::breadcrumb_ring_snapshot(c.crumbs.data(), c.crumb_next, crumbs,
+                                                    core::kMaxBreadcrumbs, storage.get(), kStorage)
+                   : 0;
+  d.breadcrumbs = written([&](core::JsonWriter& w) { core::write_breadcrumbs(w, crumbs, n); });
+  if (!d.breadcrumbs.is_array()) d.breadcrumbs = json::array();
+  for (const auto& [tid, self] : c.threads) {
     const core::ThreadTable* own =
-        probe_limit
-            ? core::thread_table_of(tables.data(), probe_limit, tid, remote_thread_pointer(tid))
-            : nullptr;
+        core::thread_table_of(c.thread_tables.data(), c.probe_limit, tid, self);
     if (!own) continue;
-    int nt = core::thread_table_snapshot(*own, views.data(), core::kMaxThreadAnnotations,
-                                         storage.data(), storage.size());
-    json ta = written([&](core::JsonWriter& w) { core::write_annotations(w, views.data(), nt); });
-    if (ta.is_object()) d.thread_annotations[tid] = std::move(ta["annotations"]);
+    n = core::thread_table_snapshot(*own, views, core::kMaxThreadAnnotations, storage.get(),
+                                    kStorage);
+    d.thread_annotations[tid] = object_or_empty(
+        written([&](core::JsonWriter& w) { core::write_annotations(w, views, n); }));
   }
-  d.read = true;
   return d;
 }
 

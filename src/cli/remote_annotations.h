@@ -16,23 +16,39 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/capture/annotation_tables.h"
 #include "core/frames.h"
 
 namespace faultline::cli {
 
+// The tables as copied out of the stopped process: the threads are let go
+// before they are decoded.
+struct RemoteTablesCopy {
+  bool found = false;  // the descriptor was found, matched, and the tables copied
+  std::string why;     // not found, though the process has faultline: why
+  int annotations_limit = 0, probe_limit = 0;
+  uint64_t crumb_next = 0;
+  std::vector<core::GlobalSlot> annotations;
+  std::vector<core::Crumb> crumbs;
+  std::vector<core::ThreadTable> thread_tables;
+  std::vector<std::pair<pid_t, uintptr_t>> threads;  // each stopped thread's id and thread pointer
+};
+
+// Copies them from the process whose modules are `modules`, with its
+// threads `tids` stopped by this tracer and the SafeReader pinned to it.
+RemoteTablesCopy copy_remote_tables(const core::ModuleTable& modules,
+                                    const std::vector<pid_t>& tids);
+
 struct RemoteAppData {
-  bool read = false;           // the tables were found and read
-  std::string why;             // not read, though the process has faultline: why
-  nlohmann::json annotations;  // {key: value}
-  nlohmann::json breadcrumbs;  // [{"time", "message"}]
+  nlohmann::json annotations;                          // {key: value}
+  nlohmann::json breadcrumbs;                          // [{"time", "message"}]
   std::map<pid_t, nlohmann::json> thread_annotations;  // by thread id: {key: value}
 };
 
-// Reads them from the process whose modules are `modules`, with its threads
-// `tids` stopped by this tracer and the SafeReader pinned to it.
-RemoteAppData read_remote_app_data(const core::ModuleTable& modules,
-                                   const std::vector<pid_t>& tids);
+// Decodes a copy (found) as the crash path does, as its report writes it.
+RemoteAppData decode_remote_tables(const RemoteTablesCopy& copy);
 
 }  // namespace faultline::cli
