@@ -23,6 +23,7 @@
 
 #include "cli/job_dump.h"
 #include "cli/ptrace_stop.h"
+#include "cli/remote_annotations.h"
 #include "cli/remote_stack.h"
 #include "core/base/arena.h"
 #include "core/base/safe_read.h"
@@ -350,6 +351,7 @@ struct Captured {
   core::CaptureErrors errors{};
   core::Arena arena;
   bool have_arena = false;
+  RemoteTablesCopy app;  // its annotations and breadcrumbs
 };
 
 // Stops the threads, reads everything, and lets them go: run in a thread of
@@ -386,6 +388,11 @@ int capture_stopped(pid_t pid, int wait_ms, Captured* c, std::string* why) {
     core::capture_python(c->cm.table, &c->arena, &c->py, core::kMaxThreads, kMaxFrames, &c->errors);
   else
     c->errors.add("python: no memory for the walk");
+  // What the application recorded, as its crash report would hold it.
+  std::vector<pid_t> tids;
+  for (const StoppedThread& t : stopper.threads())
+    if (t.stopped && !t.done && t.tid > 0) tids.push_back(t.tid);
+  c->app = copy_remote_tables(c->cm.table, tids);
   // Everything is read: the stopped threads go on.
   stopper.let_stopped_go();
   c->capture_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -464,8 +471,14 @@ int ptrace_capture(pid_t pid, json* report, std::string* why, int wait_ms) {
   }
   if (have_arena)
     core::symbolize_threads(cm.table, tcs.data(), static_cast<int>(tcs.size()), &arena, &errors);
+  RemoteAppData app;
+  if (c.app.found) app = decode_remote_tables(c.app);
   json threads = json::array();
-  for (const NativeStack& st : stacks) threads.push_back(thread_json(pid, st, py, cm, mods));
+  for (const NativeStack& st : stacks) {
+    threads.push_back(thread_json(pid, st, py, cm, mods));
+    auto own = app.thread_annotations.find(st.tid);
+    if (own != app.thread_annotations.end()) threads.back()["annotations"] = own->second;
+  }
   // The main thread first, as the library lists them.
   std::stable_sort(threads.begin(), threads.end(), [pid](const json& a, const json& b) {
     return a["tid"] == pid && b["tid"] != pid;
@@ -490,6 +503,8 @@ int ptrace_capture(pid_t pid, json* report, std::string* why, int wait_ms) {
   }
   json errs = json::array();
   for (int i = 0; i < errors.count; ++i) errs.push_back(errors.items[i]);
+  if (!c.app.why.empty())
+    errs.push_back("annotations: " + c.app.why + "; annotations and breadcrumbs left out");
   arena.release();
   size_t nthreads = threads.size();
   *report = json{
@@ -518,14 +533,18 @@ int ptrace_capture(pid_t pid, json* report, std::string* why, int wait_ms) {
       {"threads", std::move(threads)},
       {"modules", std::move(modules)},
       {"minidump", nullptr},
-      {"annotations", json::object()},
-      {"breadcrumbs", json::array()},
       {"faultline",
        {{"version", FAULTLINE_VERSION},
         {"capture_ns", capture_ns},
         {"safe_read", "process_vm_readv"},
         {"modules_from", "/proc/PID/maps"},
         {"errors", std::move(errs)}}}};
+  // Left out where they could not be read (faultline.errors says why);
+  // empty where the process has no faultline.
+  if (c.app.why.empty()) {
+    (*report)["annotations"] = c.app.found ? app.annotations : json::object();
+    (*report)["breadcrumbs"] = c.app.found ? app.breadcrumbs : json::array();
+  }
   if (json job = job_of(pid); !job.is_null()) (*report)["job"] = std::move(job);
   return 0;
 }

@@ -69,3 +69,5 @@ def test_only_the_public_api_is_exported():
     names = sorted({l.split()[-1] for l in syms if l.strip()} - {"FAULTLINE"})
     interposed = {"pthread_create", "sigaction", "signal", "dlopen", "syscall", "prctl"}
     assert names and all(n.startswith("faultline_") or n in interposed for n in names), names
+    # Read by `faultline dump` by ptrace: where the crash keys are.
+    assert "faultline_remote_tables" in names, names

@@ -8,21 +8,14 @@
 #include "core/base/str.h"
 #include "core/base/sys.h"
 #include "core/base/thread_state.h"
+#include "core/capture/annotation_tables.h"
 
 namespace faultline::core {
 namespace {
 
-// A slot guarded by a sequence number: odd while a writer is inside.
-// Writers of one slot exclude each other by making the number odd with a
-// compare-and-swap; readers never wait, they retry a few times and then skip.
-template <size_t KeyBytes, size_t ValueBytes>
-struct Slot {
-  uint32_t seq;
-  uint32_t used;
-  char key[KeyBytes];
-  char value[ValueBytes];
-};
-
+// Writers of one slot exclude each other by making its sequence number odd
+// with a compare-and-swap; readers never wait, they retry a few times and
+// then skip.
 template <typename S>
 bool slot_lock(S* s) {
   for (int spins = 0; spins < 1 << 20; ++spins) {
@@ -53,16 +46,6 @@ bool slot_read(const S* s, S* copy) {
   return false;
 }
 
-using GlobalSlot = Slot<kAnnotationKeyBytes, kAnnotationValueBytes>;
-using ThreadSlot = Slot<kAnnotationKeyBytes, kThreadValueBytes>;
-struct Crumb {
-  uint32_t seq;
-  uint32_t used;
-  int64_t sec, nsec;
-  uint64_t order;
-  char text[kBreadcrumbBytes];
-};
-
 GlobalSlot g_annotations[kMaxAnnotations];
 // One past the highest slot of g_annotations ever claimed; 0 while none
 // ever was (atomic, only grows). Slots are claimed from the first free one
@@ -73,12 +56,7 @@ int g_annotations_limit = 0;
 // Thread annotations: a table of per-thread slot sets, keyed by thread id
 // and thread pointer (not TLS: see thread_state.h). A set is claimed on the
 // thread's first annotation and kept while the thread lives; the set of a
-// thread that has exited is reused.
-struct ThreadTable {
-  pid_t tid;       // 0: free (atomic)
-  uintptr_t self;  // the owner's thread pointer, stored last (atomic)
-  ThreadSlot slots[kMaxThreadAnnotations];
-};
+// thread that has exited is reused (ThreadTable: annotation_tables.h).
 ThreadTable g_thread_tables[kMaxAnnotatedThreads];
 // How many probes from a thread's home index reach every claimed set: the
 // farthest from its home any set was claimed, plus one; 0 while none ever
@@ -94,7 +72,7 @@ uint64_t g_crumb_next;
 template <int N>
 int slots_in_use(const int* limit) {
   int n = limit ? __atomic_load_n(limit, __ATOMIC_ACQUIRE) : N;
-  return n < N ? n : N;
+  return n < 0 ? 0 : n < N ? n : N;
 }
 
 // Sets, replaces or (value nullptr) removes key in table. limit: the
@@ -141,12 +119,13 @@ int table_set(S (&table)[N], int* limit, const char* key, const char* value) {
   return 0;
 }
 
+// Copies the first in_use slots of table (at most N).
 template <typename S, int N>
-int table_snapshot(const S (&table)[N], const int* limit, AnnotationView* out, int cap,
-                   char* storage, size_t storage_bytes) {
+int table_snapshot(const S* table, int in_use, AnnotationView* out, int cap, char* storage,
+                   size_t storage_bytes) {
   int n = 0;
   size_t off = 0;
-  const int in_use = slots_in_use<N>(limit);
+  in_use = slots_in_use<N>(&in_use);
   for (int i = 0; i < in_use; ++i) {
     const S& s = table[i];
     if (n >= cap) break;
@@ -220,14 +199,7 @@ void raise_probe_limit(int probes) {
 
 ThreadTable* own_table(pid_t tid, uintptr_t self) {
   int limit = __atomic_load_n(&g_probe_limit, __ATOMIC_ACQUIRE);
-  for (int i = 0, at = home(tid); i < limit; ++i, at = (at + 1) % kMaxAnnotatedThreads) {
-    ThreadTable& t = g_thread_tables[at];
-    if (__atomic_load_n(&t.tid, __ATOMIC_ACQUIRE) == tid &&
-        __atomic_load_n(&t.self, __ATOMIC_ACQUIRE) == self) {
-      return &t;
-    }
-  }
-  return nullptr;
+  return const_cast<ThreadTable*>(thread_table_of(g_thread_tables, limit, tid, self));
 }
 
 ThreadTable* claim_table(pid_t tid, uintptr_t self) {
@@ -306,23 +278,39 @@ void breadcrumb_add(const char* message) {
   slot_unlock(c);
 }
 
-int annotations_snapshot(AnnotationView* out, int cap, char* storage, size_t storage_bytes) {
-  return table_snapshot(g_annotations, &g_annotations_limit, out, cap, storage, storage_bytes);
+const ThreadTable* thread_table_of(const ThreadTable* tables, int probe_limit, pid_t tid,
+                                   uintptr_t self) {
+  int limit = probe_limit < kMaxAnnotatedThreads ? probe_limit : kMaxAnnotatedThreads;
+  for (int i = 0, at = home(tid); i < limit; ++i, at = (at + 1) % kMaxAnnotatedThreads) {
+    const ThreadTable& t = tables[at];
+    if (__atomic_load_n(&t.tid, __ATOMIC_ACQUIRE) == tid &&
+        __atomic_load_n(&t.self, __ATOMIC_ACQUIRE) == self) {
+      return &t;
+    }
+  }
+  return nullptr;
 }
 
-int thread_annotations_snapshot(AnnotationView* out, int cap, char* storage, size_t storage_bytes) {
-  ThreadTable* t = own_table(sys_gettid(), thread_pointer());
-  return t ? table_snapshot(t->slots, nullptr, out, cap, storage, storage_bytes) : 0;
+int annotation_table_snapshot(const GlobalSlot* table, int in_use, AnnotationView* out, int cap,
+                              char* storage, size_t storage_bytes) {
+  return table_snapshot<GlobalSlot, kMaxAnnotations>(table, in_use, out, cap, storage,
+                                                     storage_bytes);
 }
 
-int breadcrumbs_snapshot(BreadcrumbView* out, int cap, char* storage, size_t storage_bytes) {
-  uint64_t next = __atomic_load_n(&g_crumb_next, __ATOMIC_ACQUIRE);
+int thread_table_snapshot(const ThreadTable& t, AnnotationView* out, int cap, char* storage,
+                          size_t storage_bytes) {
+  return table_snapshot<ThreadSlot, kMaxThreadAnnotations>(t.slots, kMaxThreadAnnotations, out, cap,
+                                                           storage, storage_bytes);
+}
+
+int breadcrumb_ring_snapshot(const Crumb* crumbs, uint64_t next, BreadcrumbView* out, int cap,
+                             char* storage, size_t storage_bytes) {
   uint64_t first = next > kMaxBreadcrumbs ? next - kMaxBreadcrumbs : 0;
   int n = 0;
   size_t off = 0;
   for (uint64_t i = first; i < next && n < cap; ++i) {
     Crumb copy;
-    if (!slot_read(&g_crumbs[i % kMaxBreadcrumbs], &copy) || !copy.used || copy.order != i) {
+    if (!slot_read(&crumbs[i % kMaxBreadcrumbs], &copy) || !copy.used || copy.order != i) {
       continue;
     }
     size_t len = str_nlen(copy.text, sizeof copy.text - 1);
@@ -335,4 +323,58 @@ int breadcrumbs_snapshot(BreadcrumbView* out, int cap, char* storage, size_t sto
   return n;
 }
 
+int annotations_snapshot(AnnotationView* out, int cap, char* storage, size_t storage_bytes) {
+  return annotation_table_snapshot(g_annotations,
+                                   slots_in_use<kMaxAnnotations>(&g_annotations_limit), out, cap,
+                                   storage, storage_bytes);
+}
+
+int thread_annotations_snapshot(AnnotationView* out, int cap, char* storage, size_t storage_bytes) {
+  ThreadTable* t = own_table(sys_gettid(), thread_pointer());
+  return t ? thread_table_snapshot(*t, out, cap, storage, storage_bytes) : 0;
+}
+
+int breadcrumbs_snapshot(BreadcrumbView* out, int cap, char* storage, size_t storage_bytes) {
+  return breadcrumb_ring_snapshot(g_crumbs, __atomic_load_n(&g_crumb_next, __ATOMIC_ACQUIRE), out,
+                                  cap, storage, storage_bytes);
+}
+
+bool remote_tables_match(const RemoteTables& t) {
+  const RemoteTables& own = faultline_remote_tables;
+  return t.magic == own.magic && t.version == own.version && t.size == own.size &&
+         t.global_slot_size == own.global_slot_size &&
+         t.thread_table_size == own.thread_table_size && t.crumb_size == own.crumb_size &&
+         t.key_bytes == own.key_bytes && t.value_bytes == own.value_bytes &&
+         t.thread_value_bytes == own.thread_value_bytes &&
+         t.breadcrumb_bytes == own.breadcrumb_bytes && t.max_annotations == own.max_annotations &&
+         t.max_thread_annotations == own.max_thread_annotations &&
+         t.max_annotated_threads == own.max_annotated_threads &&
+         t.max_breadcrumbs == own.max_breadcrumbs;
+}
+
 }  // namespace faultline::core
+
+// Constant data (relocated once at load): where the tables are, for
+// `faultline dump` by ptrace, which reads them out of the stopped process.
+extern "C" const faultline::core::RemoteTables faultline_remote_tables = {
+    faultline::core::kRemoteTablesMagic,
+    faultline::core::kRemoteTablesVersion,
+    sizeof(faultline::core::RemoteTables),
+    sizeof(faultline::core::GlobalSlot),
+    sizeof(faultline::core::ThreadTable),
+    sizeof(faultline::core::Crumb),
+    faultline::core::kAnnotationKeyBytes,
+    faultline::core::kAnnotationValueBytes,
+    faultline::core::kThreadValueBytes,
+    faultline::core::kBreadcrumbBytes,
+    faultline::core::kMaxAnnotations,
+    faultline::core::kMaxThreadAnnotations,
+    faultline::core::kMaxAnnotatedThreads,
+    faultline::core::kMaxBreadcrumbs,
+    faultline::core::g_annotations,
+    &faultline::core::g_annotations_limit,
+    faultline::core::g_thread_tables,
+    &faultline::core::g_probe_limit,
+    faultline::core::g_crumbs,
+    &faultline::core::g_crumb_next,
+};

@@ -175,26 +175,32 @@ bool SymbolLookup::open(const Module& module) {
   versym_off = 0;
   if (module.is_vdso || !module.path || !module.path[0]) return false;
   fd = open_module_file(module);
-  if (fd < 0) {
-    // Its file is gone or holds another build now: the loaded image's own
-    // GNU hash table, always the build that runs (exported symbols only).
-    ImageDynamic dyn;
-    if (!read_image_dynamic(module.base, module.end, module.bias, &dyn) || !dyn.gnu_hash ||
-        !safe_read(header, dyn.gnu_hash, sizeof header) || header[0] == 0) {
-      return false;
-    }
-    mem = module.bias;
-    hash_off = dyn.gnu_hash - mem;
-    sym_off = dyn.symtab - mem;
-    str_off = dyn.strtab - mem;
-    str_size = dyn.strsz;
-    versym_off = dyn.versym ? dyn.versym - mem : 0;
-    hash_ready = true;
-    return true;
-  }
+  // Its file is gone or holds another build now: the loaded image's own
+  // GNU hash table, always the build that runs (exported symbols only).
+  if (fd < 0) return open_image(module);
   ElfSource src;
   src.fd = fd;
   hash_ready = gnu_hash_prepare(src, this);
+  return true;
+}
+
+bool SymbolLookup::open_image(const Module& module) {
+  close();
+  bias = module.bias;
+  hash_ready = false;
+  versym_off = 0;
+  ImageDynamic dyn;
+  if (module.is_vdso || !read_image_dynamic(module.base, module.end, module.bias, &dyn) ||
+      !dyn.gnu_hash || !safe_read(header, dyn.gnu_hash, sizeof header) || header[0] == 0) {
+    return false;
+  }
+  mem = module.bias;
+  hash_off = dyn.gnu_hash - mem;
+  sym_off = dyn.symtab - mem;
+  str_off = dyn.strtab - mem;
+  str_size = dyn.strsz;
+  versym_off = dyn.versym ? dyn.versym - mem : 0;
+  hash_ready = true;
   return true;
 }
 

@@ -24,7 +24,10 @@ struct SymbolLookup {
   uint64_t hash_off = 0, sym_off = 0, str_off = 0, str_size = 0, versym_off = 0;
   uint32_t header[4] = {};  // the hash table's: nbuckets, symoffset, bloom words, shift
 
-  bool open(const Module& module);   // false: no file (nor image table) to read
+  bool open(const Module& module);  // false: no file (nor image table) to read
+  // The loaded image's own table only (exported symbols of the build that
+  // runs, read through the SafeReader), whatever its file now holds.
+  bool open_image(const Module& module);
   uintptr_t find(const char* name);  // 0 if absent
   void close();
 };

@@ -2,6 +2,7 @@
 
 #include "core/base/arch.h"
 #include "core/base/str.h"
+#include "core/base/time_fmt.h"
 #include "core/crash_state.h"
 #include "core/diagnosis/classify.h"
 #include "core/diagnosis/diagnosis.h"
@@ -242,6 +243,20 @@ void write_annotations(JsonWriter& w, const AnnotationView* a, int n) {
     w.str(a[i].value);
   }
   w.end_object();
+}
+
+void write_breadcrumbs(JsonWriter& w, const BreadcrumbView* b, int n) {
+  w.key("breadcrumbs");
+  w.begin_array();
+  for (int i = 0; i < n; ++i) {
+    w.begin_object();
+    char bts[32];
+    format_iso8601(bts, b[i].time_sec, b[i].time_nsec);
+    w.field_str("time", bts);
+    w.str_exact("message", b[i].message, str_len(b[i].message));
+    w.end_object();
+  }
+  w.end_array();
 }
 
 // Every thread, then Python threads whose native stack was not captured.

@@ -15,6 +15,8 @@ const char* unwinder_name(Unwinder u);
 // "threads_total", "threads_cut" and "threads".
 void write_threads(JsonWriter& w, const Capture& c);
 
+// "annotations": {key: value, ...}; "breadcrumbs": [{"time", "message"}, ...].
 void write_annotations(JsonWriter& w, const AnnotationView* a, int n);
+void write_breadcrumbs(JsonWriter& w, const BreadcrumbView* b, int n);
 
 }  // namespace faultline::core

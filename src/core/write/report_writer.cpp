@@ -262,17 +262,7 @@ void write_app_data(JsonWriter& w, const Capture& c) {
     }
     w.end_object();
   }
-  w.key("breadcrumbs");
-  w.begin_array();
-  for (int i = 0; i < c.nbreadcrumbs; ++i) {
-    w.begin_object();
-    char bts[32];
-    format_iso8601(bts, c.breadcrumbs[i].time_sec, c.breadcrumbs[i].time_nsec);
-    w.field_str("time", bts);
-    w.str_exact("message", c.breadcrumbs[i].message, str_len(c.breadcrumbs[i].message));
-    w.end_object();
-  }
-  w.end_array();
+  write_breadcrumbs(w, c.breadcrumbs, c.nbreadcrumbs);
 }
 
 // About the capture itself: timings, the SafeReader method, the arena, errors.
