@@ -46,6 +46,7 @@
 #include "faultline/faultline.h"
 #include "install/cmdline.h"
 #include "install/crash_arena.h"
+#include "install/dump_helper.h"
 #include "install/dump_signal.h"
 #include "install/job_parent.h"
 #include "install/libunwind_load.h"
@@ -373,6 +374,8 @@ extern "C" int faultline_install(const faultline_options* caller) {
   reserve_fds();
   threads_init(cfg->thread_signal);
   if (dump_signo > 0 || !first) {
+    // Its handler asks the helper, which cannot look for its command there.
+    if (dump_signo > 0) prepare_dump_helper();
     install_dump_signal(dump_signo);
     arm_dump_timer(opts->dump_after_seconds, dump_signo);
   }
