@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/dump_signal_thread.h"
 #include "cli/ptrace_dump.h"
 #include "cli/ptrace_stop.h"
 #include "cli/report_input.h"
@@ -326,8 +327,8 @@ int signal_dump(const DumpArgs& a, int sig) {
   }
   std::string dir = a.dir.empty() ? target_report_dir(a.pid) : absolute_dir(a.dir);
   ReportListing before = list_reports(dir);
-  if (::kill(a.pid, sig) != 0) {
-    fmt::print(stderr, "faultline: cannot signal process {}: {}\n", a.pid, std::strerror(errno));
+  if (int err = send_dump_signal(a.pid, sig); err != 0) {
+    fmt::print(stderr, "faultline: cannot signal process {}: {}\n", a.pid, std::strerror(err));
     return kExitFailed;
   }
   const std::string pid_part = fmt::format("-{}-", a.pid);
