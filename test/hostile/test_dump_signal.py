@@ -5,8 +5,10 @@ a system call cut short (EINTR), never every thread, as the signal request
 to every thread did. Without the helper (FAULTLINE_DUMP_HELPER=0) the dump
 is the signal request's and the report says why; a crash during a helper
 dump is reported and ends the process by its signal (the first law)."""
+import ctypes
 import json
 import os
+import platform
 import signal
 import subprocess
 import time
@@ -20,6 +22,7 @@ pytestmark = pytest.mark.skipif(_under_seccomp(),
                                 reason="the tests run under a seccomp filter: dumps go by signal")
 
 SIGWAITERS = fltest.program("sigwaiters")
+SYS_TGKILL = {"x86_64": 234, "aarch64": 131}[platform.machine()]
 # Program functions a thread may be interrupted in (the dump signal lands on
 # any thread that does not block it).
 PROGRAM_CODE = {"main", "wait_in_poll", "wait_in_epoll", "wait_in_nanosleep"}
@@ -100,6 +103,33 @@ def test_dump_signal_interrupts_at_most_the_thread_it_lands_on(tmp_path):
         assert f"signalled thread {p.pid} of process {p.pid}" in r.stderr, r.stderr
         assert eintr(p) == before
         assert len(list(tmp_path.glob("faultline-*.json"))) == 6
+    finally:
+        assert finish(p) == 0, p.stderr.read()
+
+
+def thread_named(pid, name):
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            if f.read().strip() == name:
+                return int(tid)
+    raise AssertionError(f"no thread {name} in {pid}")
+
+
+def test_the_thread_the_signal_lands_on_is_the_only_one_interrupted(tmp_path):
+    # Sent to the poll thread itself: its poll fails with EINTR (a handler
+    # ran), the epoll_wait and nanosleep threads see nothing.
+    libc = ctypes.CDLL(None, use_errno=True)
+    p = start(tmp_path)
+    try:
+        poller = thread_named(p.pid, "poller")
+        for i in range(3):
+            assert libc.syscall(SYS_TGKILL, p.pid, poller, signal.SIGUSR2) == 0
+            rep = wait_for_reports(tmp_path, i + 1, p)[-1]
+            check_helper_report(rep, p.pid)
+            assert rep["dumping_tid"] == poller
+            syms = fltest.native_symbols([t for t in rep["threads"] if t["tid"] == poller][0])
+            assert "wait_in_poll" in syms, syms
+            assert eintr(p) == [i + 1, 0, 0]
     finally:
         assert finish(p) == 0, p.stderr.read()
 

@@ -370,9 +370,10 @@ bool report_crash(int signo, siginfo_t* info, void* ucv) {
       break;
     }
     if ((expected & kDumpBit) && waited_ms < limit_ms) {
-      // A live dump is being written: let it finish (a helper dump gives
-      // up at once), then report the crash.
-      g_handler.crash_waiting.store(true, std::memory_order_release);
+      // A live dump is being written: let it finish, then report the
+      // crash. A helper dump gives up at once for a crash; a shutdown
+      // signal (a ^C) leaves it to finish, as it does a signal dump.
+      if (!is_shutdown(signo)) g_handler.crash_waiting.store(true, std::memory_order_release);
       struct timespec ts = {0, 1000 * 1000};
       nanosleep(&ts, nullptr);
       continue;

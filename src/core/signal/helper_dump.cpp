@@ -76,6 +76,12 @@ alignas(64) char g_child_stack[16 << 10];
 alignas(64) char g_helper_stack[32 << 10];
 constexpr int kMaxEnv = 1024;
 char* g_envp[kMaxEnv + 1];
+// The thread's status, and the helper's output: static, not on the stack,
+// which in the dump signal's handler may be a small signal stack (Python's
+// faulthandler's is under 10 KiB).
+char g_text[4096];
+char g_out[1024];
+char g_chunk[256];
 
 struct ChildArgs {
   const char* path;
@@ -112,6 +118,9 @@ int helper_main(void* p) {
   // long, or a crash comes): stand_by is a process of one thread, so its
   // death is the parent's death PDEATHSIG watches.
   sys(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL);
+  // A session of its own: a terminal's ^C or a signal to the job's process
+  // group is the job's, not a reason to end the dump half-way.
+  sys(SYS_setsid);
   // The program's handlers are this copy's: put to default before the mask
   // opens, as exec would (the system call, never the interposer, which
   // would record into the program's memory).
@@ -224,20 +233,20 @@ bool seccomp_filtered() {
   long fd = sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/proc/thread-self/status"),
                 O_RDONLY | O_CLOEXEC);
   if (fd < 0) return true;
-  char text[4096];
+  char* text = g_text;
   size_t len = 0;
   for (;;) {
     long n = sys(SYS_read, fd, reinterpret_cast<long>(text + len),
-                 static_cast<long>(sizeof text - 1 - len));
+                 static_cast<long>(sizeof g_text - 1 - len));
     if (n == -EINTR) continue;
     if (n <= 0) break;
     len += static_cast<size_t>(n);
-    if (len == sizeof text - 1) break;
+    if (len == sizeof g_text - 1) break;
   }
   sys(SYS_close, fd);
   text[len] = '\0';
   const char* line = str_find(text, len, "\nSeccomp:");
-  if (!line) return len == 0 || len == sizeof text - 1;  // no CONFIG_SECCOMP: none
+  if (!line) return len == 0 || len == sizeof g_text - 1;  // no CONFIG_SECCOMP: none
   line += str_len("\nSeccomp:");
   while (*line == ' ' || *line == '\t') ++line;
   return *line != '0';
@@ -298,8 +307,8 @@ int wait_helper(int pipe_fd, int child, char* out, size_t out_size, size_t* out_
         continue;
       }
     }
-    char chunk[256];
-    long n = sys(SYS_read, pipe_fd, reinterpret_cast<long>(chunk), sizeof chunk);
+    char* chunk = g_chunk;
+    long n = sys(SYS_read, pipe_fd, reinterpret_cast<long>(chunk), sizeof g_chunk);
     if (n == -EINTR) continue;
     if (n == -EAGAIN && !exited) continue;
     if (n <= 0) break;
@@ -386,9 +395,9 @@ bool run_helper(Reason why, const sigset_t* exec_mask, bool in_handler) {
   set_ptracer(static_cast<unsigned long>(child));
   __atomic_store_n(&args.go, 1, __ATOMIC_RELEASE);
   sys(SYS_futex, reinterpret_cast<long>(&args.go), FUTEX_WAKE, 1);
-  char out[1024];
+  char* out = g_out;
   size_t len = 0;
-  int status = wait_helper(pipe_fds[0], child, out, sizeof out, &len, in_handler);
+  int status = wait_helper(pipe_fds[0], child, out, sizeof g_out, &len, in_handler);
   sys(SYS_close, pipe_fds[0]);
   // The program's own ptracer back (none unless it declared one).
   set_ptracer(g_program_ptracer);
@@ -427,7 +436,6 @@ bool helper_dump(char* why, size_t why_size, const sigset_t* exec_mask, bool in_
   why[0] = '\0';
   if (!helper_dump_command_known()) return reason.set(g_missing);
   if (!g_cli[0]) return reason.set(g_missing);
-  if (seccomp_filtered()) return reason.set(kSeccompWhy);
   // A dump asked for while another thread's helper runs waits for it (the
   // helper stops this thread too, in its nanosleep, which it restarts).
   unsigned long pid = static_cast<unsigned long>(sys_getpid());
@@ -448,7 +456,8 @@ bool helper_dump(char* why, size_t why_size, const sigset_t* exec_mask, bool in_
     struct timespec ms = {0, 1000 * 1000};
     sys(SYS_nanosleep, reinterpret_cast<long>(&ms), 0);
   }
-  bool ok = run_helper(reason, exec_mask, in_handler);
+  bool ok =
+      !seccomp_filtered() ? run_helper(reason, exec_mask, in_handler) : reason.set(kSeccompWhy);
   g_busy.store(0, std::memory_order_release);
   return ok;
 }
