@@ -275,8 +275,9 @@ int dump_process(const DumpArgs& a) {
   std::string list;
   for (const std::string& t : sleeping) list += (list.empty() ? "" : ", ") + t;
   fmt::print(stderr,
-             "faultline: ptrace refused ({}); asking process {} for a dump by {} instead: "
-             "its threads waiting in the kernel may see a system call fail with EINTR{}\n",
+             "faultline: ptrace refused ({}); asking process {} for a dump by {} instead "
+             "(its handler has the library's helper take it by ptrace where it can; else its "
+             "threads waiting in the kernel may see a system call fail with EINTR{})\n",
              why, a.pid, signal_name(sig),
              list.empty() ? std::string() : fmt::format(" (now waiting: {})", list));
   return signal_dump(a, sig);
