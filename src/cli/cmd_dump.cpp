@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/dump_signal_thread.h"
 #include "cli/ptrace_dump.h"
 #include "cli/ptrace_stop.h"
 #include "cli/report_input.h"
@@ -274,8 +275,9 @@ int dump_process(const DumpArgs& a) {
   std::string list;
   for (const std::string& t : sleeping) list += (list.empty() ? "" : ", ") + t;
   fmt::print(stderr,
-             "faultline: ptrace refused ({}); asking process {} for a dump by {} instead: "
-             "its threads waiting in the kernel may see a system call fail with EINTR{}\n",
+             "faultline: ptrace refused ({}); asking process {} for a dump by {} instead "
+             "(its handler has the library's helper take it by ptrace where it can; else its "
+             "threads waiting in the kernel may see a system call fail with EINTR{})\n",
              why, a.pid, signal_name(sig),
              list.empty() ? std::string() : fmt::format(" (now waiting: {})", list));
   return signal_dump(a, sig);
@@ -326,8 +328,8 @@ int signal_dump(const DumpArgs& a, int sig) {
   }
   std::string dir = a.dir.empty() ? target_report_dir(a.pid) : absolute_dir(a.dir);
   ReportListing before = list_reports(dir);
-  if (::kill(a.pid, sig) != 0) {
-    fmt::print(stderr, "faultline: cannot signal process {}: {}\n", a.pid, std::strerror(errno));
+  if (int err = send_dump_signal(a.pid, sig); err != 0) {
+    fmt::print(stderr, "faultline: cannot signal process {}: {}\n", a.pid, std::strerror(err));
     return kExitFailed;
   }
   const std::string pid_part = fmt::format("-{}-", a.pid);

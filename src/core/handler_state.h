@@ -90,6 +90,12 @@ struct HandlerState {
   // own signals on when it moves.
   std::atomic<int> report_gen{0};
   std::atomic<int> dumps_written{0};
+  // A crash waits for the live dump that owns the handler: a helper dump
+  // (helper_dump.h) gives up at once, so the crash is reported sooner.
+  std::atomic<bool> crash_waiting{false};
+  // The thread whose dump signal must take the signal request, never the
+  // helper: faultline_dump_now() sends it after its helper dump failed.
+  std::atomic<pid_t> dump_by_signal_tid{0};
   // Where the owner is (phase.h), for messages.
   std::atomic<Phase> phase{Phase::kStart};
   WatchdogState watchdog{};

@@ -16,6 +16,7 @@
 #include "core/capture/thread_signal.h"
 #include "core/capture/threads.h"
 #include "core/crash_state.h"
+#include "core/handler_state.h"
 #include "core/signal/handler.h"
 #include "core/terminate_record.h"
 #include "core/write/report_file.h"
@@ -73,7 +74,7 @@ void dump_here() {
   si.si_pid = g_crash.pid;
   ucontext_t uc;
   getcontext(&uc);
-  dump_signal_handler(SIGUSR2, &si, &uc);
+  dump_in_process(SIGUSR2, &si, &uc);
 }
 
 // Whether this thread blocks `signo` (faultline's timed-dump watchdog
@@ -92,8 +93,11 @@ int dump_now_uncancelled() {
   str_copy(g_dump_by_signal_because, sizeof g_dump_by_signal_because, why);
   int before = dumps_written();
   if (int signo = installed_dump_signal(); signo > 0 && !blocked_here(signo)) {
-    // Delivered to this thread before tgkill returns.
+    // Delivered to this thread before tgkill returns; its handler takes the
+    // signal request, not the helper again.
+    g_handler.dump_by_signal_tid.store(sys_gettid(), std::memory_order_release);
     syscall(SYS_tgkill, g_crash.pid, sys_gettid(), signo);
+    g_handler.dump_by_signal_tid.store(0, std::memory_order_release);
   } else {
     dump_here();
   }

@@ -1,16 +1,7 @@
-// A live dump asked for inside the process (faultline_dump_now(), the
-// Python package's dump_traceback) captured from outside it: the library
-// starts the `faultline` command as a helper, allows that one process to
-// trace it (prctl PR_SET_PTRACER), and waits while the helper stops every
-// thread with ptrace, reads them and writes the report. No signal is sent,
-// so no system call of the program fails with EINTR (a ptrace stop restarts
-// it). The program never sees the helper: it is a child with no exit
-// signal (no SIGCHLD; waitpid(-1) and wait() do not see it), started with
-// only the descriptors it needs, reaped here with __WALL.
-//
-// Where that cannot be done (no command found, ptrace refused by Yama,
-// seccomp or a container, the helper failed), the caller falls back to the
-// signal request and the report says why (report_writer.h). doc/cli.md
+// faultline_dump_now()'s live dump by helper (core/signal/helper_dump.h
+// tells how it works), and finding the `faultline` command it runs, which
+// the dump-signal handler cannot do (no realpath, no dladdr there): found at
+// install when a dump signal is installed, else at the first dump. doc/cli.md
 // tells how the command is found. Normal program context, never a signal
 // handler.
 #pragma once
@@ -23,5 +14,8 @@ namespace faultline::core {
 // (last_report_path() names it, dumps_written() counts it). false: *why
 // (NUL-terminated, at most why_size bytes) says why not.
 bool dump_by_helper(char* why, size_t why_size);
+
+// Finds the command for the helper, once (later calls do nothing).
+void prepare_dump_helper();
 
 }  // namespace faultline::core

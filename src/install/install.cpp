@@ -46,6 +46,7 @@
 #include "faultline/faultline.h"
 #include "install/cmdline.h"
 #include "install/crash_arena.h"
+#include "install/dump_helper.h"
 #include "install/dump_later.h"
 #include "install/dump_signal.h"
 #include "install/job_parent.h"
@@ -372,7 +373,11 @@ extern "C" int faultline_install(const faultline_options* caller) {
   register_fork_handlers();
   reserve_fds();
   threads_init(cfg->thread_signal);
-  if (dump_signo > 0 || !first) install_dump_signal(dump_signo);
+  if (dump_signo > 0 || !first) {
+    // Its handler asks the helper, which cannot look for its command there.
+    if (dump_signo > 0) prepare_dump_helper();
+    install_dump_signal(dump_signo);
+  }
   set_thread_altstacks(opts->thread_altstacks != 0);
   hook_terminate(first);
   g_stay_in_front = opts->stay_in_front != 0;

@@ -23,10 +23,6 @@
 #define PR_SET_PTRACER 0x59616d61
 #endif
 
-namespace faultline::install {
-volatile unsigned long g_program_ptracer = 0;
-}  // namespace faultline::install
-
 namespace {
 
 long forward(long n, const long a[6]) {

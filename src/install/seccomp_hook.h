@@ -2,13 +2,12 @@
 // program's own calls.
 #pragma once
 
+#include "core/signal/helper_dump.h"
+
 namespace faultline::install {
 
-// The ptracer the program last declared with prctl(PR_SET_PTRACER) (0:
-// none, the state a process starts in). A live dump by helper lets its
-// helper trace the process for the dump only, then puts this one back.
-// Linux has no call that reads it, so only a declaration made through
-// libc's prctl() or syscall() is known.
-extern volatile unsigned long g_program_ptracer;
+// The ptracer the program last declared with prctl(PR_SET_PTRACER), which
+// the crash path's helper dump puts back (core/signal/helper_dump.h).
+using faultline::core::g_program_ptracer;
 
 }  // namespace faultline::install

@@ -469,7 +469,9 @@ def test_a_thread_on_a_small_signal_stack_stays_inside_it():
         used = {}
         for reader in ("process_vm_readv", "pipe"):
             args = [SIGSTACK, str(size)] + (["pipe"] if reader == "pipe" else [])
-            r = fltest.run(args, env={"FAULTLINE_DUMP": "1"})
+            # The signal request's live dump (the helper's sends no thread
+            # a stack request).
+            r = fltest.run(args, env={"FAULTLINE_DUMP": "1", "FAULTLINE_DUMP_HELPER": "0"})
             assert r.returncode == 0, (size, reader, r.stderr)
             used[reader] = int(r.stdout.split()[1])
             assert used[reader] + 1024 <= size, (size, reader, used)
@@ -492,7 +494,8 @@ def test_a_thread_on_an_autodisarm_signal_stack_stays_inside_it():
     # the signal's context: below kCfiStackBytes it parks, from 16 KiB it
     # unwinds itself.
     for size in (8 << 10, 12 << 10, 16 << 10):
-        r = fltest.run([SIGSTACK, str(size), "autodisarm"], env={"FAULTLINE_DUMP": "1"})
+        r = fltest.run([SIGSTACK, str(size), "autodisarm"],
+                       env={"FAULTLINE_DUMP": "1", "FAULTLINE_DUMP_HELPER": "0"})
         assert r.returncode == 0, (size, r.returncode, r.stderr)
         used = int(r.stdout.split()[1])
         assert used + 1024 <= size, (size, used)
@@ -556,8 +559,11 @@ def test_threads_that_cannot_be_signalled_are_not_called_exited():
 def crash_after_a_live_dump(argv, tmp_path, printed):
     """Runs argv under FAULTLINE_DUMP=1 (SIGUSR2 asks for a live dump);
     checks that it printed `printed`, then crashed with SIGSEGV leaving one
-    crash report in which every other thread was captured."""
-    r = fltest.run(argv, env={"FAULTLINE_DUMP": "1"}, report_dir=str(tmp_path), timeout=60)
+    crash report in which every other thread was captured. The live dump is
+    the signal request's (FAULTLINE_DUMP_HELPER=0), whose stack requests to
+    every thread are what the crash after it must recover from."""
+    r = fltest.run(argv, env={"FAULTLINE_DUMP": "1", "FAULTLINE_DUMP_HELPER": "0"},
+                   report_dir=str(tmp_path), timeout=60)
     assert printed in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
     assert r.returncode == -signal.SIGSEGV, r.stderr[-2000:]
     crash = [rep for rep in r.reports if rep["kind"] == "crash"]

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "core/base/arch.h"
@@ -32,11 +33,13 @@
 #include "core/signal/chain.h"
 #include "core/signal/chain_call.h"
 #include "core/signal/crash_stack.h"
+#include "core/signal/helper_dump.h"
 #include "core/signal/shutdown.h"
 #include "core/signal/watchdog.h"
 #include "core/terminate_record.h"
 #include "core/write/crash_limits.h"
 #include "core/write/report_file.h"
+#include "core/write/report_writer.h"
 #include "core/write/stderr_summary.h"
 #include "core/write/torchelastic.h"
 
@@ -363,16 +366,23 @@ bool report_crash(int signo, siginfo_t* info, void* ucv) {
     pid_t expected = 0;
     if (g_handler.owner.compare_exchange_strong(expected, self, std::memory_order_acq_rel)) {
       g_handler.claimed_ns = monotonic_ns();
+      g_handler.crash_waiting.store(false, std::memory_order_release);
       break;
     }
     if ((expected & kDumpBit) && waited_ms < limit_ms) {
-      // A live dump is being written: let it finish, then report the crash.
+      // A live dump is being written: let it finish, then report the
+      // crash. A helper dump gives up at once for a crash; a shutdown
+      // signal (a ^C) leaves it to finish, as it does a signal dump.
+      if (!is_shutdown(signo)) g_handler.crash_waiting.store(true, std::memory_order_release);
       struct timespec ts = {0, 1000 * 1000};
       nanosleep(&ts, nullptr);
       continue;
     }
     if (expected & kDumpBit) die_with_default(signo);  // the dump never ended
-    if (expected == kStoodDown) return false;          // faultline stepped aside
+    if (expected == kStoodDown) {                      // faultline stepped aside
+      g_handler.crash_waiting.store(false, std::memory_order_release);
+      return false;
+    }
     // Another thread owns the crash: record ours for its report, leave our
     // crash context for its stack request, and wait for the report.
     record_secondary(self, signo, info, ucv);
@@ -400,8 +410,30 @@ void release_ownership() {
   g_handler.owner.store(0, std::memory_order_release);
 }
 
+namespace {
+
+// The live dump by the helper, from the dump signal's handler: every other
+// thread is stopped by ptrace (its system call restarts), so only this one,
+// which the signal interrupted, can see EINTR. The helper reads this
+// thread where it waits, in this handler: its stack in the report begins
+// with faultline's frames (in libfaultline.so), then the signal frame, then
+// the program code the signal interrupted (the report's dumping_tid names
+// this thread). Not when faultline_dump_now() sent this signal after its
+// own helper dump failed (dump_by_signal_tid). false with *why set: the
+// signal request makes the dump, unless a crash came meanwhile.
+bool dump_by_helper_here(pid_t self, void* ucv, char* why, size_t why_size) {
+  if (g_handler.dump_by_signal_tid.load(std::memory_order_acquire) == self) {
+    why[0] = '\0';
+    return false;
+  }
+  const sigset_t* interrupted = ucv ? &static_cast<ucontext_t*>(ucv)->uc_sigmask : nullptr;
+  return helper_dump(why, why_size, interrupted, /*in_handler=*/true);
+}
+
 // A live dump: a report of every thread, then the process goes on.
-void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
+// by_helper: the helper may be asked first (never for a dump made by a
+// call, which is the fallback of one that was).
+void live_dump(int signo, siginfo_t* info, void* ucv, bool by_helper) {
   int saved_errno = errno;
   if (sys_getpid() != g_crash.pid) return;
   pid_t self = sys_gettid();
@@ -426,10 +458,18 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
   g_handler.signo.store(0, std::memory_order_release);
   struct sigaction old_pipe;
   ignore_sigpipe(&old_pipe);
-  OwnerWork work = {signo, info, ucv, false};
-  run_on_crash_stack(dump_work, &work);
+  char why[sizeof g_dump_by_signal_because] = "";
+  bool helped = by_helper && dump_by_helper_here(self, ucv, why, sizeof why);
+  // A crash waits for this dump: its report has every thread.
+  bool crash_came = by_helper && g_handler.crash_waiting.load(std::memory_order_acquire);
+  if (!helped && !crash_came) {
+    if (why[0]) str_copy(g_dump_by_signal_because, sizeof g_dump_by_signal_because, why);
+    OwnerWork work = {signo, info, ucv, false};
+    run_on_crash_stack(dump_work, &work);
+    if (why[0]) g_dump_by_signal_because[0] = '\0';
+    if (work.written) g_handler.dumps_written.fetch_add(1, std::memory_order_acq_rel);
+  }
   real_sigaction(SIGPIPE, &old_pipe, nullptr);
-  if (work.written) g_handler.dumps_written.fetch_add(1, std::memory_order_acq_rel);
   // The process goes on: keep descriptors in reserve again.
   reserve_fds();
   Deferred kept = take_deferred();
@@ -437,6 +477,16 @@ void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
   g_handler.owner.store(0, std::memory_order_release);
   deliver_deferred(kept, 0);
   errno = saved_errno;
+}
+
+}  // namespace
+
+void dump_signal_handler(int signo, siginfo_t* info, void* ucv) {
+  live_dump(signo, info, ucv, /*by_helper=*/true);
+}
+
+void dump_in_process(int signo, siginfo_t* info, void* ucv) {
+  live_dump(signo, info, ucv, /*by_helper=*/false);
 }
 
 FAULTLINE_START_TEXT void reset_ownership_after_fork() {
@@ -447,6 +497,8 @@ FAULTLINE_START_TEXT void reset_ownership_after_fork() {
   g_handler.writer.store(Writer::kNobody, std::memory_order_relaxed);
   g_handler.deferred_signal.store(0, std::memory_order_relaxed);
   g_handler.signo.store(0, std::memory_order_relaxed);
+  g_handler.crash_waiting.store(false, std::memory_order_relaxed);
+  g_handler.dump_by_signal_tid.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace faultline::core

@@ -11,6 +11,10 @@ namespace faultline::core {
 
 void crash_signal_handler(int signo, siginfo_t* info, void* ucontext);
 void dump_signal_handler(int signo, siginfo_t* info, void* ucontext);
+// The live dump in the process by the signal request, never the helper: a
+// dump made by a call on this thread (faultline_dump_now's fallback, an
+// exception report).
+void dump_in_process(int signo, siginfo_t* info, void* ucontext);
 
 // Claims the crash and writes the report of signo/info/ucv. Returns false
 // when another thread owns the crash: this one was recorded for that report
