@@ -27,10 +27,15 @@ def thread_keys_set(main, a, b):
             b: {"request": "POST /b", "worker": "b"}}
 
 
-def start(tmp_path):
+def start(tmp_path, helper=False):
+    """dumpkeys, and its threads. Without the helper, the dump signal's dump
+    is written in the process (the oracle); with it, the dump signal, like
+    faultline_dump_now(), is taken by the library's ptrace helper."""
     e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
     e.pop("LD_PRELOAD", None)
     e["FAULTLINE_DIR"] = str(tmp_path)
+    if not helper:
+        e["FAULTLINE_DUMP_HELPER"] = "0"
     p = subprocess.Popen([DUMPKEYS], env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     line = p.stdout.readline().split()
@@ -45,11 +50,13 @@ def load(path):
     return rep
 
 
-def cli_dump(pid, method):
+def cli_dump(pid, method, capture=None):
+    """`faultline dump --method METHOD`'s report, taken by `capture` (the
+    method, unless the library's helper takes the dump signal's dump)."""
     r = fltest.cli("dump", "--print-path", "--method", method, str(pid), timeout=60)
     assert r.returncode == 0, r.stderr
     rep = load(r.stdout.strip().splitlines()[-1])
-    assert rep["kind"] == "dump" and rep["capture"] == method, rep["capture"]
+    assert rep["kind"] == "dump" and rep["capture"] == (capture or method), rep["capture"]
     return rep
 
 
@@ -93,30 +100,38 @@ def test_a_ptrace_dump_carries_the_keys_and_breadcrumbs_a_signal_dump_does(tmp_p
 
 
 @pytest.mark.skipif(_under_seccomp(), reason="under a seccomp filter dumps go by signal")
-def test_dump_now_by_helper_carries_the_keys_and_breadcrumbs(tmp_path):
-    p, (main, a, b) = start(tmp_path)
+def test_dumps_by_the_librarys_helper_carry_the_keys_and_breadcrumbs(tmp_path):
+    # faultline_dump_now() and the dump signal, both by the helper: as the
+    # dump from outside, which the test above holds to the signal dump.
+    p, (main, a, b) = start(tmp_path, helper=True)
     try:
-        sig = cli_dump(main, "signal")
-        check_signal_dump(sig, main)
+        ref = cli_dump(main, "ptrace")
+        assert ref["annotations"] == PROCESS_KEYS and messages(ref) == CRUMBS
         rc, path = ask(p, "dump")[1:3]
         assert rc == "0", path
-        rep = load(path)
-        assert rep["capture"] == "ptrace" and rep["dumping_tid"] == main
-        check_same_as_signal(rep, sig, main)
-        assert thread_keys(rep) == thread_keys_set(main, a, b)
+        now = load(path)
+        assert now["capture"] == "ptrace" and now["dumping_tid"] == main
+        by_signal = cli_dump(main, "signal", capture="ptrace")
+        for rep in (now, by_signal):
+            check_same_as_signal(rep, ref, main)
+            assert thread_keys(rep) == thread_keys_set(main, a, b)
     finally:
         assert finish(p) == 0, p.stderr.read()
 
 
-def test_a_descriptor_that_does_not_match_leaves_the_keys_out_and_says_why(tmp_path):
-    p, (main, a, b) = start(tmp_path)
+@pytest.mark.parametrize("helper", [False, True], ids=["signal-in-process", "helper"])
+def test_a_descriptor_that_does_not_match_leaves_the_keys_out_and_says_why(tmp_path, helper):
+    if helper and _under_seccomp():
+        pytest.skip("under a seccomp filter dumps go by signal")
+    p, (main, a, b) = start(tmp_path, helper)
     try:
         assert ask(p, "corrupt") == ["corrupted"]
         reps = [cli_dump(main, "ptrace")]
-        if not _under_seccomp():
+        if helper:
             rc, path = ask(p, "dump")[1:3]
             assert rc == "0", path
             reps.append(load(path))
+            reps.append(cli_dump(main, "signal", capture="ptrace"))
         for rep in reps:
             assert rep["capture"] == "ptrace"
             assert "annotations" not in rep and "breadcrumbs" not in rep, rep.get("annotations")
@@ -124,8 +139,9 @@ def test_a_descriptor_that_does_not_match_leaves_the_keys_out_and_says_why(tmp_p
             why = [e for e in rep["faultline"]["errors"] if "faultline_remote_tables" in e]
             assert why and "version 99" in why[0], rep["faultline"]["errors"]
             assert len(rep["threads"]) == 3
-        # The process's own dump does not use the descriptor.
-        check_signal_dump(cli_dump(main, "signal"), main)
+        if not helper:
+            # The process's own dump does not use the descriptor.
+            check_signal_dump(cli_dump(main, "signal"), main)
         assert p.poll() is None
     finally:
         assert finish(p) == 0, p.stderr.read()
