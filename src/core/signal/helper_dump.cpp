@@ -74,8 +74,13 @@ bool g_known = false;
 std::atomic<unsigned long> g_busy{0};
 alignas(64) char g_child_stack[16 << 10];
 alignas(64) char g_helper_stack[32 << 10];
+// The helper's environment: the program's as it was when the command was
+// found (helper_dump_set_command, normal context), less LD_PRELOAD, copied
+// here. Never read from environ in a handler: another thread's setenv() may
+// be freeing the array or its strings at that moment.
 constexpr int kMaxEnv = 1024;
 char* g_envp[kMaxEnv + 1];
+char g_env_text[64 << 10];
 // The thread's status, and the helper's output: static, not on the stack,
 // which in the dump signal's handler may be a small signal stack (Python's
 // faulthandler's is under 10 KiB).
@@ -86,11 +91,13 @@ char g_chunk[256];
 struct ChildArgs {
   const char* path;
   char* const* argv;
-  int out_fd;          // the pipe's write end: the helper's stdout and stderr
-  int dir_fd;          // the report directory: the helper's descriptor 3
-  unsigned long mask;  // the signal mask the helper execs with (kernel's)
-  long max_fd;         // where closing one by one stops (no close_range)
-  volatile int go;     // 0: wait; 1: exec; 2: give up
+  int out_fd;                 // the pipe's write end: the helper's stdout and stderr
+  int dir_fd;                 // the report directory: the helper's descriptor 3
+  unsigned long mask;         // the signal mask the helper execs with (kernel's)
+  long max_fd;                // where closing one by one stops (no close_range)
+  volatile int go;            // 0: wait; 1: exec; 2: give up
+  volatile int stand_by_pid;  // stand_by's, written by it: the helper's parent
+  volatile int helper_pid;    // the helper's once started (0: not yet)
 };
 ChildArgs g_args;
 
@@ -118,6 +125,8 @@ int helper_main(void* p) {
   // long, or a crash comes): stand_by is a process of one thread, so its
   // death is the parent's death PDEATHSIG watches.
   sys(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL);
+  // stand_by killed before that: no one would end this one.
+  if (sys(SYS_getppid) != a->stand_by_pid) child_exit(127);
   // A session of its own: a terminal's ^C or a signal to the job's process
   // group is the job's, not a reason to end the dump half-way.
   sys(SYS_setsid);
@@ -163,25 +172,39 @@ int stand_by(void* p) {
   if (sys(SYS_close_range, 4, ~0u, 0) != 0) {
     for (long fd = 4; fd < a->max_fd; ++fd) sys(SYS_close, fd);
   }
+  a->stand_by_pid = static_cast<int>(sys(SYS_getpid));
   int helper = g_clone(helper_main, g_helper_stack + sizeof g_helper_stack,
                        CLONE_VM | CLONE_VFORK | SIGCHLD, a);
   if (helper < 0) child_exit(125);
-  int status = 0;
+  a->helper_pid = helper;
+  // Its end seen but not reaped (its pid stays its own), then no longer
+  // named for stop_helper to kill, then reaped.
+  siginfo_t ended;
   long r;
+  while ((r = sys(SYS_waitid, P_PID, helper, reinterpret_cast<long>(&ended), WEXITED | WNOWAIT,
+                  0)) == -EINTR) {
+  }
+  a->helper_pid = 0;
+  int status = 0;
   while ((r = sys(SYS_wait4, helper, reinterpret_cast<long>(&status), 0, 0)) < 0) {
     if (r != -EINTR) child_exit(125);
   }
   child_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 }
 
-// The program's environment less LD_PRELOAD: the command would load
-// faultline (or a sanitizer's runtime) into itself. Read as it is now (a
-// setenv() of another thread meanwhile may be missed).
-void helper_env() {
+// Copies the program's environment less LD_PRELOAD (the command would load
+// faultline, or a sanitizer's runtime, into itself) into g_envp: normal
+// context only. What does not fit is left out.
+void copy_env() {
   int n = 0;
+  size_t off = 0;
   for (char** e = environ; e && *e && n < kMaxEnv; ++e) {
     if (str_starts_with(*e, "LD_PRELOAD=")) continue;
-    g_envp[n++] = *e;
+    size_t len = str_len(*e);
+    if (off + len + 1 > sizeof g_env_text) continue;
+    str_copy(g_env_text + off, len + 1, *e);
+    g_envp[n++] = g_env_text + off;
+    off += len + 1;
   }
   g_envp[n] = nullptr;
 }
@@ -266,6 +289,38 @@ struct Reason {
 
 const char* const kCrashWhy = "a crash came during the dump; its report has every thread";
 
+// Whether a crash waits for this dump or is being reported: the helper must
+// let the threads go at once. In the dump signal's handler this dump owns
+// the handler, and a crash says so in crash_waiting; a dump made by a call
+// (faultline_dump_now) owns nothing, and a crash simply takes the owner word.
+bool crash_in_progress(bool in_handler) {
+  if (g_handler.crash_waiting.load(std::memory_order_acquire)) return true;
+  if (in_handler) return false;
+  pid_t owner = g_handler.owner.load(std::memory_order_acquire);
+  return owner != 0 && owner != kStoodDown && !(owner & kDumpBit);
+}
+
+// Ends a helper given up: the helper first (a tracer's death lets the
+// threads it stopped go), so that stand_by reaps it and exits, and nothing
+// is left to be reparented (to a subreaper program, or to init); stand_by
+// itself only if it has not ended within kStopGraceMs.
+constexpr int kStopGraceMs = 1000;
+void stop_helper(int child) {
+  int helper = g_args.helper_pid;
+  if (helper > 0) {
+    sys(SYS_kill, helper, SIGKILL);
+    for (int ms = 0; ms < kStopGraceMs; ++ms) {
+      siginfo_t info = {};
+      long w = sys(SYS_waitid, P_PID, child, reinterpret_cast<long>(&info),
+                   WEXITED | WNOHANG | WNOWAIT | __WALL, 0);
+      if ((w == 0 && info.si_pid == child) || w == -ECHILD) return;
+      struct timespec ts = {0, 1000 * 1000};
+      sys(SYS_nanosleep, reinterpret_cast<long>(&ts), 0);
+    }
+  }
+  sys(SYS_kill, child, SIGKILL);
+}
+
 // Waits for the helper (child: stand_by) and keeps the end of its output
 // (the last line is what counts). Gives it up after kHelperTimeoutMs, or
 // at once when a crash waits for the dump this handler owns (watch_crash):
@@ -273,7 +328,7 @@ const char* const kCrashWhy = "a crash came during the dump; its report has ever
 // death detaches them). Returns stand_by's status, -1 when reaped by the
 // program, -2 when timed out, -3 when a crash came.
 int wait_helper(int pipe_fd, int child, char* out, size_t out_size, size_t* out_len,
-                bool watch_crash) {
+                bool in_handler) {
   // Its output, until it exits: end of file, or, where a fork of another
   // thread's kept a copy of the write end, the child's exit (looked at
   // every kExitCheckMs), then what is left in the pipe. This thread waits
@@ -287,9 +342,9 @@ int wait_helper(int pipe_fd, int child, char* out, size_t out_size, size_t* out_
   for (;;) {
     long waited = static_cast<long>((monotonic_ns() - start) / (1000 * 1000));
     if (waited >= kHelperTimeoutMs) given_up = -2;
-    if (watch_crash && g_handler.crash_waiting.load(std::memory_order_acquire)) given_up = -3;
+    if (crash_in_progress(in_handler)) given_up = -3;
     if (given_up) {
-      sys(SYS_kill, child, SIGKILL);
+      stop_helper(child);
       break;
     }
     if (!exited) {
@@ -356,7 +411,6 @@ bool run_helper(Reason why, const sigset_t* exec_mask, bool in_handler) {
                   tid,
                   pid,
                   nullptr};
-  helper_env();
   // Ours while g_busy holds this thread.
   ChildArgs& args = g_args;
   args = ChildArgs{};
@@ -373,7 +427,9 @@ bool run_helper(Reason why, const sigset_t* exec_mask, bool in_handler) {
   unsigned long all = ~0ul, mask = 0;
   sys(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&all), reinterpret_cast<long>(&mask),
       8);
-  args.mask = mask;
+  // The command starts with nothing blocked unless told (a watchdog thread
+  // blocks everything: its helper's own timers would never fire).
+  args.mask = 0;
   if (exec_mask) memcpy(&args.mask, exec_mask, sizeof args.mask);
   // No exit signal: no SIGCHLD, and a "clone" child that only a wait with
   // __WALL or __WCLONE sees, never the program's wait(), waitpid(-1). The
@@ -424,6 +480,7 @@ bool run_helper(Reason why, const sigset_t* exec_mask, bool in_handler) {
 void helper_dump_set_command(const char* cli, const char* missing) {
   if (!cli || str_copy(g_cli, sizeof g_cli, cli) >= sizeof g_cli) g_cli[0] = '\0';
   g_missing = g_cli[0] ? nullptr : missing;
+  if (g_cli[0]) copy_env();
   __atomic_store_n(&g_known, true, __ATOMIC_RELEASE);
 }
 
@@ -447,10 +504,11 @@ bool helper_dump(char* why, size_t why_size, const sigset_t* exec_mask, bool in_
     if (owner >> 32 != pid &&
         g_busy.compare_exchange_strong(owner, self, std::memory_order_acq_rel))
       break;
-    // This thread's own helper dump, which the dump signal interrupted.
-    if (owner == self) return reason.set("the dump signal interrupted this thread's helper dump");
-    if (in_handler && g_handler.crash_waiting.load(std::memory_order_acquire))
-      return reason.set(kCrashWhy);
+    // This thread's own helper dump, which the dump signal interrupted: the
+    // dump being taken answers it (a signal request now would interrupt
+    // every thread, and the helper has them stopped).
+    if (owner == self) return true;
+    if (crash_in_progress(in_handler)) return reason.set(kCrashWhy);
     if (waited_ms > kHelperTimeoutMs + 1000)
       return reason.set("another thread's helper dump did not end");
     struct timespec ms = {0, 1000 * 1000};

@@ -36,11 +36,13 @@ void helper_dump_set_command(const char* cli, const char* missing);
 bool helper_dump_command_known();
 
 // Asks the helper for a dump of this process. exec_mask: the signal mask the
-// command starts with (nullptr: this thread's). in_handler: called from the
+// command starts with (nullptr: none blocked). in_handler: called from the
 // dump-signal handler, which cannot wait for a helper dump this same thread
 // asked for (it would wait for itself). true: it wrote the report
-// (last_report_path() names it, dumps_written() counts it). false: *why
-// (NUL-terminated, at most why_size bytes) says why not.
+// (last_report_path() names it, dumps_written() counts it), or this thread's
+// own helper dump, which the dump signal interrupted, is the answer. false:
+// *why (NUL-terminated, at most why_size bytes) says why not. A crash that
+// comes meanwhile ends the helper at once (the threads it stopped go on).
 bool helper_dump(char* why, size_t why_size, const sigset_t* exec_mask, bool in_handler);
 
 }  // namespace faultline::core
