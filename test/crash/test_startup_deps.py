@@ -143,11 +143,16 @@ def test_library_has_almost_nothing_to_relocate():
     # Every pointer in a table is a relocation the loader applies at each
     # start, and each page of them a copy-on-write in every process under
     # the preload (~50 us a page on a small VM). The tables hold their text
-    # instead; what is left is the loader's own (init arrays, __dso_handle).
+    # instead; what is left is the loader's own (init arrays, __dso_handle)
+    # and the addresses of the crash-key tables in the descriptor a ptrace
+    # dump reads them through (faultline_remote_tables), on the same pages.
     out = subprocess.run(["readelf", "-rW", os.environ["FAULTLINE_LIB"]], capture_output=True,
                          text=True, check=True).stdout
     relative = [line for line in out.splitlines() if "R_X86_64_RELATIVE" in line]
-    assert len(relative) <= 16, f"{len(relative)} relative relocations:\n" + "\n".join(relative)
+    pages = {int(line.split()[0], 16) >> 12 for line in relative}
+    listing = f"{len(relative)} relative relocations:\n" + "\n".join(relative)
+    assert len(relative) <= 24, listing
+    assert len(pages) <= 2, listing
 
 
 def test_start_and_fork_child_write_few_pages_of_the_library():
