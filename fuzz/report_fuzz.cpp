@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace faultline::report;
   try {
     Report r = parse_report(text, "fuzz.json");
-    render_text(r, TextOptions{true});
+    render_text(r, TextOptions{true, ""});
     render_faulthandler(r);
     render_markdown(r, MarkdownOptions{2000});
     render_explain(r);

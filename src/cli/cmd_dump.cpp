@@ -161,12 +161,13 @@ std::optional<bool> catches_signal(int pid, int sig) {
 }
 
 // Shows (or names) the dump report at path.
-int show_report(const DumpArgs& a, const std::string& path, const report::Report& r) {
+// sig: the dump signal sent to ask for it, 0 for none.
+int show_report(const DumpArgs& a, const std::string& path, const report::Report& r, int sig = 0) {
   if (a.print_path) return print_out(path + "\n") ? kExitOk : kExitFailed;
   fmt::print(stderr, "faultline: dump report {}\n", path);
-  std::string text = a.faulthandler
-                         ? report::render_faulthandler(r)
-                         : report::render_text(r, report::TextOptions{want_color(a.color)});
+  report::TextOptions options{want_color(a.color), sig ? signal_name(sig) : std::string()};
+  std::string text =
+      a.faulthandler ? report::render_faulthandler(r) : report::render_text(r, options);
   return print_out(text) ? kExitOk : kExitFailed;
 }
 
@@ -352,7 +353,7 @@ int signal_dump(const DumpArgs& a, int sig) {
                    report::escape_controls(r->kind), report::escape_controls(path));
         return kExitFailed;
       }
-      return show_report(a, path, *r);
+      return show_report(a, path, *r, sig);
     }
     if (::kill(a.pid, 0) != 0 && errno == ESRCH) {
       fmt::print(stderr, "faultline: process {} exited before writing a dump report\n", a.pid);

@@ -56,7 +56,7 @@ void add_show_commands(CLI::App& app, int& status) {
     status = render_report(show->path, [&](const report::Report& r) {
       return show->faulthandler
                  ? report::render_faulthandler(r)
-                 : report::render_text(r, report::TextOptions{want_color(show->color)});
+                 : report::render_text(r, report::TextOptions{want_color(show->color), ""});
     });
   });
 

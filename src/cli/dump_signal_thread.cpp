@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace faultline::cli {
@@ -16,33 +17,34 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// System calls a signal handler's return restarts under SA_RESTART (the
-// dump handler's flag) or always (futex), whatever the call's arguments;
-// nullptr for the others.
-// poll, select, epoll_wait, nanosleep and the like are never restarted; a
-// socket call with a timeout is not either, so none is listed.
-const char* restarts(long nr) {
+// A system call a thread may wait in when the dump signal lands on it, and
+// how safe that is: 0, restarted after the handler whatever its arguments
+// (futex always; wait4, waitid under SA_RESTART, the dump handler's flag);
+// 1, restarted unless it reads a socket with a receive timeout (then it
+// fails with EINTR). Writes are not listed: one that has moved some bytes
+// returns a short count. poll, select, epoll_wait, nanosleep and the like
+// are never restarted, so none is listed either.
+struct Waiting {
+  const char* call;
+  int rank;
+};
+
+std::optional<Waiting> restarts(long nr) {
   switch (nr) {
-    case SYS_read:
-      return "read";
-    case SYS_write:
-      return "write";
-    case SYS_readv:
-      return "readv";
-    case SYS_writev:
-      return "writev";
-    case SYS_pread64:
-      return "pread64";
-    case SYS_pwrite64:
-      return "pwrite64";
     case SYS_futex:
-      return "futex";
+      return Waiting{"futex", 0};
     case SYS_wait4:
-      return "wait4";
+      return Waiting{"wait4", 0};
     case SYS_waitid:
-      return "waitid";
+      return Waiting{"waitid", 0};
+    case SYS_read:
+      return Waiting{"read", 1};
+    case SYS_readv:
+      return Waiting{"readv", 1};
+    case SYS_pread64:
+      return Waiting{"pread64", 1};
     default:
-      return nullptr;
+      return std::nullopt;
   }
 }
 
@@ -66,45 +68,51 @@ bool blocks(const fs::path& task, int sig) {
   return true;
 }
 
-// What the thread is doing, from /proc/PID/task/TID/syscall: "running", a
-// system call's name for the message, or "" where it would be cut short.
-std::string restartable_state(const fs::path& task) {
+// Where "running" ranks: after every call listed (the thread may be about
+// to make any call, a write among them).
+constexpr int kRunning = 2;
+
+// What the thread is doing, from /proc/PID/task/TID/syscall: "running" or
+// the call it waits in, with its rank; nullopt where it would be cut short.
+std::optional<Waiting> restartable_state(const fs::path& task) {
   std::string line = first_line(task / "syscall");
-  if (line == "running") return line;
+  if (line == "running") return Waiting{"running", kRunning};
   std::istringstream in(line);
   long nr = -1;
-  const char* name = in >> nr && nr >= 0 ? restarts(nr) : nullptr;
-  return name ? fmt::format("waiting in {}", name) : "";
+  return in >> nr && nr >= 0 ? restarts(nr) : std::nullopt;
 }
 
 }  // namespace
 
 int send_dump_signal(pid_t pid, int sig) {
   std::error_code ec;
-  // Waiting threads first (what they wait in is known), then running ones.
+  // The thread whose state ranks first (futex, wait4, waitid; then read;
+  // then running), the first such in the list.
   pid_t chosen = 0;
-  std::string state;
+  Waiting state{};
   for (fs::directory_iterator it(fmt::format("/proc/{}/task", pid), ec), end; !ec && it != end;
        it.increment(ec)) {
-    std::string s;
+    std::optional<Waiting> s;
     try {
       s = restartable_state(it->path());
-      if (s.empty() || blocks(it->path(), sig)) continue;
+      if (!s || blocks(it->path(), sig)) continue;
     } catch (const std::exception&) {
       continue;  // gone, or unreadable
     }
     pid_t tid = static_cast<pid_t>(std::atol(it->path().filename().c_str()));
     if (tid <= 0) continue;
-    if (!chosen || (state == "running" && s != "running")) {
+    if (!chosen || s->rank < state.rank) {
       chosen = tid;
-      state = s;
+      state = *s;
     }
   }
   if (chosen && syscall(SYS_tgkill, pid, chosen, sig) == 0) {
-    fmt::print(stderr,
-               "faultline: signalled thread {} of process {} ({}: restarted after the handler, "
-               "so it sees no EINTR)\n",
-               chosen, pid, state);
+    fmt::print(stderr, "faultline: signalled thread {} of process {} ({}{})\n", chosen, pid,
+               state.rank == kRunning ? "running" : fmt::format("waiting in {}", state.call),
+               state.rank == 0   ? ": restarted after the handler, so it sees no EINTR"
+               : state.rank == 1 ? ": restarted after the handler unless it reads a socket "
+                                   "with a timeout"
+                                 : "");
     return 0;
   }
   return ::kill(pid, sig) == 0 ? 0 : errno;

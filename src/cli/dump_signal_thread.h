@@ -14,9 +14,10 @@
 namespace faultline::cli {
 
 // Sends sig to a thread of pid that neither blocks it nor waits in a system
-// call that would fail with EINTR (one in read, write, futex, wait4... or
-// running), and says on stderr which; where there is none, or it cannot be
-// told, to the process (kill). 0, or an errno.
+// call that would fail with EINTR or return early: one in futex, wait4 or
+// waitid first, else one in read (which a socket's receive timeout makes
+// fail), else a running one; says on stderr which. Where there is none, or
+// it cannot be told, to the process (kill). 0, or an errno.
 int send_dump_signal(pid_t pid, int sig);
 
 }  // namespace faultline::cli

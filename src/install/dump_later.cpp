@@ -23,7 +23,7 @@ constexpr int kWaitThreadMs = 10 * 1000;
 pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t g_wake;      // the watchdog: the deadline changed
 pthread_cond_t g_finished;  // cancel: a dump being written ended
-bool g_started = false;     // the watchdog thread runs in this process
+bool g_started = false;     // a watchdog thread runs (and will see g_armed)
 bool g_armed = false;
 bool g_dumping = false;      // the watchdog is writing a dump now
 struct timespec g_deadline;  // CLOCK_MONOTONIC
@@ -49,19 +49,18 @@ void wait_thread_gone(int tid) {
   }
 }
 
-// The watchdog: parked while nothing is armed, else waiting for the
-// deadline (which arm and cancel may move meanwhile); at it, the dump,
-// outside the lock (a cancel waits for it on g_finished).
+// The watchdog: waits for the deadline (which arm and cancel may move
+// meanwhile); at it, the dump, outside the lock (a cancel waits for it on
+// g_finished). Once nothing is armed (after the dump, after a cancel) it
+// ends, so an unarmed process keeps no thread of ours (unshare(2) of a user
+// namespace needs a single-threaded process): it clears g_started under the
+// lock it leaves by, and the next arm starts a new one.
 void* watchdog(void*) {
   pthread_setname_np(pthread_self(), "faultline-later");
   pthread_mutex_lock(&g_lock);
-  for (;;) {
-    if (!g_armed) {
-      pthread_cond_wait(&g_wake, &g_lock);
-      continue;
-    }
+  while (g_armed) {
     if (pthread_cond_timedwait(&g_wake, &g_lock, &g_deadline) != ETIMEDOUT) continue;
-    if (!g_armed) continue;
+    if (!g_armed) break;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (now.tv_sec < g_deadline.tv_sec ||
@@ -82,6 +81,8 @@ void* watchdog(void*) {
     g_dumping = false;
     pthread_cond_broadcast(&g_finished);
   }
+  g_started = false;
+  pthread_mutex_unlock(&g_lock);
   return nullptr;
 }
 

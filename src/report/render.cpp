@@ -308,12 +308,16 @@ std::string render_text(const Report& r, const TextOptions& options) {
         st.red(fmt::format("Uncaught Python exception in process {}", or_unknown(r.process.pid))) +
         "\n";
   } else if (r.kind == "dump") {
-    // Taken by ptrace from outside: no signal was sent.
+    // Taken by ptrace from outside: no signal was sent, unless the caller
+    // sent one to have the library's helper take it.
     bool ptrace = string_field(r.raw, "capture") == "ptrace";
+    std::string how = !ptrace ? escape_controls(or_unknown(r.signal.name))
+                      : options.signal_sent.empty()
+                          ? std::string("by ptrace, no signal sent")
+                          : fmt::format("by ptrace, asked by {} to its dump handler",
+                                        escape_controls(options.signal_sent));
     out += st.yellow(fmt::format("Live dump of process {} ({}): the process continued",
-                                 or_unknown(r.process.pid),
-                                 ptrace ? std::string("by ptrace, no signal sent")
-                                        : escape_controls(or_unknown(r.signal.name)))) +
+                                 or_unknown(r.process.pid), how)) +
            "\n";
   } else {
     out += st.red(escape_controls(signal_line(r))) + "\n";

@@ -2,7 +2,7 @@
 // faulthandler's layout (GitHub-flavoured Markdown: markdown.h).
 //
 //   Report r = load_report(path);
-//   fmt::print("{}", render_text(r, TextOptions{/*color=*/true}));
+//   fmt::print("{}", render_text(r, TextOptions{/*color=*/true, ""}));
 //
 // Every renderer accepts partial reports: what is missing prints as "unknown".
 #pragma once
@@ -18,6 +18,9 @@ namespace faultline::report {
 
 struct TextOptions {
   bool color = false;  // ANSI colors (the caller decides: --color, NO_COLOR, isatty)
+  // The signal `faultline dump` sent to ask for this dump, "" for none: a
+  // dump the library's helper took by ptrace then says it was asked so.
+  std::string signal_sent;
 };
 
 // `faultline show`: a header (signal, fault address, diagnosis, process), then

@@ -388,6 +388,28 @@ def test_a_fork_child_inherits_no_timed_dump_and_can_arm_its_own(tmp_path):
     assert len(list(tmp_path.glob("faultline-*.json"))) == 2
 
 
+
+@pytest.mark.parametrize("mode", ["cancel", "fired"])
+def test_the_watchdog_thread_ends_once_nothing_is_armed(tmp_path, mode):
+    # It stayed parked after a cancel or its dump: the process stayed
+    # multi-threaded, and unshare(CLONE_NEWUSER) failed with EINVAL.
+    e = {k: v for k, v in os.environ.items() if not k.startswith("FAULTLINE_")}
+    e.pop("LD_PRELOAD", None)
+    alone = subprocess.run([DUMPLATER, str(tmp_path), mode], env=e, capture_output=True,
+                           text=True, timeout=60)
+    assert alone.stdout.split() == ["threads", "1", "unshare", alone.stdout.split()[3]]
+    e.update({"LD_PRELOAD": fltest.LIB, "FAULTLINE_DIR": str(tmp_path)})
+    r = subprocess.run([DUMPLATER, str(tmp_path), mode], env=e, capture_output=True, text=True,
+                       timeout=180)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.split()
+    assert out[:2] == ["threads", "1"], (out, r.stderr)
+    # Where unshare works without faultline, it works with it.
+    if alone.stdout.split()[3] == "0":
+        assert out[2:] == ["unshare", "0"], out
+    assert len(list(tmp_path.glob("faultline-*.json"))) == (mode == "fired")
+
+
 PY_LATER = """
 import ctypes, glob, os, sys, threading, time
 import faultline

@@ -9,13 +9,21 @@
  *   dumplater DIR tolerant  as the first, but a call that fails is only
  *                        counted ("disturbed N" after the report line):
  *                        the dump by signal (FAULTLINE_DUMP_HELPER=0)
+ *   dumplater DIR cancel  no other thread: arms faultline_dump_after(60 s)
+ *                        and cancels it, then prints "threads N" (N from
+ *                        /proc/self/status, once 1 or after 5 s) and
+ *                        "unshare 0" or unshare(CLONE_NEWUSER)'s errno
+ *   dumplater DIR fired  the same after a dump armed for 100 ms is written
+ *                        (without faultline loaded: no arm, the same lines)
  * Gives up after 120 s (status 5). */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,8 +83,44 @@ static const char* report_in(const char* dir) {
   return found;
 }
 
+/* Threads: of /proc/self/status. */
+static int thread_count(void) {
+  FILE* f = fopen("/proc/self/status", "r");
+  char line[256];
+  int n = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "Threads: %d", &n) == 1) break;
+  if (f) fclose(f);
+  return n;
+}
+
+/* The cancel and fired modes: single-threaded but for faultline's watchdog. */
+static int arm_then_unshare(const char* dir, int fire) {
+  int (*after)(unsigned, int) = (int (*)(unsigned, int))dlsym(RTLD_DEFAULT, "faultline_dump_after");
+  void (*cancel)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "faultline_cancel_dump_after");
+  if (after && cancel) {
+    if (after(fire ? 100 : 60000, 0) != 0) return 6;
+    if (!fire) cancel();
+    for (int i = 0; fire && !report_in(dir); ++i) {
+      if (i == 12000) return 5;
+      struct timespec ts = {0, 10 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  /* The watchdog ends on its own after the dump or the cancel. */
+  for (int i = 0; i < 500 && thread_count() != 1; ++i) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  printf("threads %d\n", thread_count());
+  printf("unshare %d\n", unshare(CLONE_NEWUSER) == 0 ? 0 : errno);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return 64;
+  if (argc > 2 && (strcmp(argv[2], "cancel") == 0 || strcmp(argv[2], "fired") == 0))
+    return arm_then_unshare(argv[1], strcmp(argv[2], "fired") == 0);
   int wait_only = argc > 2 && strcmp(argv[2], "wait") == 0;
   g_tolerant = argc > 2 && strcmp(argv[2], "tolerant") == 0;
   if (pipe(g_pipe) != 0) return 6;
