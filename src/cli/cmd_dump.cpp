@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cli/dump_signal_thread.h"
+#include "cli/proc_status.h"
 #include "cli/ptrace_dump.h"
 #include "cli/ptrace_stop.h"
 #include "cli/report_input.h"
@@ -145,19 +146,10 @@ MapsView read_maps(int pid) {
 // preloaded without FAULTLINE_DUMP it leaves SIGUSR2 to its default action,
 // which ends the process.
 std::optional<bool> catches_signal(int pid, int sig) {
-  std::ifstream status(fmt::format("/proc/{}/status", pid));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("SigCgt:", 0) != 0) continue;
-    std::string hex = line.substr(7);
-    hex.erase(0, hex.find_first_not_of(" \t"));
-    errno = 0;
-    char* end = nullptr;
-    unsigned long long mask = std::strtoull(hex.c_str(), &end, 16);
-    if (errno != 0 || end == hex.c_str()) return std::nullopt;
-    return ((mask >> (sig - 1)) & 1) != 0;
-  }
-  return std::nullopt;
+  std::optional<unsigned long long> caught =
+      status_mask(fmt::format("/proc/{}/status", pid), "SigCgt");
+  if (!caught) return std::nullopt;
+  return has_signal(*caught, sig);
 }
 
 // Shows (or names) the dump report at path.

@@ -12,6 +12,8 @@
 #include <optional>
 #include <sstream>
 
+#include "cli/proc_status.h"
+
 namespace faultline::cli {
 namespace {
 
@@ -58,14 +60,8 @@ std::string first_line(const fs::path& path) {
 // Whether the thread blocks sig (its status's SigBlk); true where that
 // cannot be read.
 bool blocks(const fs::path& task, int sig) {
-  std::ifstream f(task / "status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("SigBlk:", 0) != 0) continue;
-    unsigned long long mask = std::stoull(line.substr(7), nullptr, 16);
-    return (mask >> (sig - 1)) & 1;
-  }
-  return true;
+  std::optional<unsigned long long> blocked = status_mask(task / "status", "SigBlk");
+  return !blocked || has_signal(*blocked, sig);
 }
 
 // Where "running" ranks: after every call listed (the thread may be about

@@ -22,6 +22,8 @@
 #include <set>
 #include <string>
 
+#include "cli/proc_status.h"
+
 namespace faultline::cli {
 
 namespace {
@@ -183,20 +185,13 @@ bool restart_stop_eintr(pid_t tid) {
 // then it is queued, wakes the thread's wait, and the thread stops on its
 // way to take it, a stop that only the tracer caused.
 bool ignored(pid_t tid, int sig) {
-  std::ifstream in(fmt::format("/proc/{}/status", tid));
-  unsigned long long ign = 0, caught = 0;
-  bool have_ign = false, have_caught = false;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("SigIgn:", 0) == 0) have_ign = std::sscanf(line.c_str() + 7, "%llx", &ign) == 1;
-    if (line.rfind("SigCgt:", 0) == 0)
-      have_caught = std::sscanf(line.c_str() + 7, "%llx", &caught) == 1;
-  }
-  if (!have_ign || !have_caught || sig < 1 || sig > 64) return false;
-  unsigned long long bit = 1ULL << (sig - 1);
-  if (ign & bit) return true;
+  std::string status = fmt::format("/proc/{}/status", tid);
+  std::optional<unsigned long long> ign = status_mask(status, "SigIgn");
+  std::optional<unsigned long long> caught = status_mask(status, "SigCgt");
+  if (!ign || !caught || sig < 1 || sig > 64) return false;
+  if (has_signal(*ign, sig)) return true;
   bool default_ignore = sig == SIGCHLD || sig == SIGURG || sig == SIGWINCH || sig == SIGCONT;
-  return default_ignore && !(caught & bit);
+  return default_ignore && !has_signal(*caught, sig);
 }
 
 // Takes a stop that waitpid reported for thread t (status st).
